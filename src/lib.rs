@@ -1,0 +1,4 @@
+//! taskyard: a distributed job scheduler with one durable coordinator.
+
+pub mod config;
+pub mod protocol;

@@ -1,0 +1,339 @@
+//! Framing: a 4-byte big-endian length, then that many bytes of MessagePack
+//! with named fields.
+
+use bytes::{Buf, BufMut, BytesMut};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::io;
+use std::marker::PhantomData;
+use thiserror::Error;
+use tokio_util::codec::{Decoder, Encoder};
+
+const HEADER_BYTES: usize = 4;
+
+/// Default for `max-frame-bytes`: 1 MiB.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 1024 * 1024;
+
+/// Why a frame could not be read or written. Any of these ends the
+/// connection; none of them affects another connection.
+#[derive(Debug, Error)]
+pub enum ProtocolError {
+    #[error("frame of {size} bytes exceeds max-frame-bytes ({max})")]
+    FrameTooLarge { size: usize, max: usize },
+    #[error("malformed frame: {0}")]
+    Malformed(#[from] rmp_serde::decode::Error),
+    #[error("cannot encode frame: {0}")]
+    Encode(#[from] rmp_serde::encode::Error),
+    #[error("connection error: {0}")]
+    Io(#[from] io::Error),
+    #[error("connection closed in the middle of a frame")]
+    Truncated,
+}
+
+/// Decodes frames of `In` and encodes frames of `Out`. The length is checked
+/// before any of the body is buffered, so a peer cannot make us allocate more
+/// than `max_frame_bytes` per connection. The codec keeps no state between
+/// calls: a partial frame stays in the buffer until it is complete.
+pub struct FrameCodec<In, Out> {
+    max_frame_bytes: usize,
+    _types: PhantomData<fn(Out) -> In>,
+}
+
+impl<In, Out> FrameCodec<In, Out> {
+    pub fn new(max_frame_bytes: usize) -> Self {
+        FrameCodec {
+            max_frame_bytes,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<In, Out> Clone for FrameCodec<In, Out> {
+    fn clone(&self) -> Self {
+        FrameCodec::new(self.max_frame_bytes)
+    }
+}
+
+impl<In: DeserializeOwned, Out> Decoder for FrameCodec<In, Out> {
+    type Item = In;
+    type Error = ProtocolError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<In>, ProtocolError> {
+        if src.len() < HEADER_BYTES {
+            return Ok(None);
+        }
+        let size = (&src[..HEADER_BYTES]).get_u32() as usize;
+        if size > self.max_frame_bytes {
+            return Err(ProtocolError::FrameTooLarge {
+                size,
+                max: self.max_frame_bytes,
+            });
+        }
+        if src.len() < HEADER_BYTES + size {
+            src.reserve(HEADER_BYTES + size - src.len());
+            return Ok(None);
+        }
+        src.advance(HEADER_BYTES);
+        let body = src.split_to(size);
+        Ok(Some(rmp_serde::from_slice(&body)?))
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<In>, ProtocolError> {
+        match self.decode(src)? {
+            Some(item) => Ok(Some(item)),
+            None if src.is_empty() => Ok(None),
+            None => Err(ProtocolError::Truncated),
+        }
+    }
+}
+
+impl<In, Out: Serialize> Encoder<Out> for FrameCodec<In, Out> {
+    type Error = ProtocolError;
+
+    fn encode(&mut self, item: Out, dst: &mut BytesMut) -> Result<(), ProtocolError> {
+        let body = rmp_serde::to_vec_named(&item)?;
+        if body.len() > self.max_frame_bytes {
+            return Err(ProtocolError::FrameTooLarge {
+                size: body.len(),
+                max: self.max_frame_bytes,
+            });
+        }
+        dst.reserve(HEADER_BYTES + body.len());
+        dst.put_u32(body.len() as u32);
+        dst.put_slice(&body);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ids::{JobId, LeaseId, WorkerId};
+    use crate::protocol::job_state::JobState;
+    use crate::protocol::messages::*;
+
+    fn round_trip<T>(message: T)
+    where
+        T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug + Clone,
+    {
+        let mut codec = FrameCodec::<T, T>::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut buf = BytesMut::new();
+        codec.encode(message.clone(), &mut buf).expect("encode");
+        let decoded = codec
+            .decode(&mut buf)
+            .expect("decode")
+            .expect("whole frame");
+        assert_eq!(decoded, message);
+        assert!(buf.is_empty(), "frame fully consumed");
+    }
+
+    fn submit() -> SubmitRequest {
+        SubmitRequest {
+            task_type: "echo".into(),
+            payload: vec![0x81, 0xa1, b'm', 0xa1, b'x'],
+            priority: Priority::High,
+            max_attempts: Some(5),
+            timeout_ms: None,
+        }
+    }
+
+    fn job_view() -> JobView {
+        JobView {
+            job_id: JobId::new_random(),
+            task_type: "echo".into(),
+            payload: vec![1, 2, 3],
+            state: JobState::RetryWait,
+            priority: Priority::Low,
+            sequence: 7,
+            attempts: 1,
+            max_attempts: 3,
+            timeout_ms: 1000,
+            submitted_at: 1,
+            updated_at: 2,
+            worker_id: Some(WorkerId("w1".into())),
+            lease: Some(LeaseId::new_random()),
+            result: Some(b"done".to_vec()),
+            error: Some("boom".into()),
+            next_retry_at: Some(3),
+            no_worker: true,
+        }
+    }
+
+    #[test]
+    fn every_worker_message_round_trips() {
+        let (job_id, lease) = (JobId::new_random(), LeaseId::new_random());
+        for m in [
+            WorkerMessage::Hello(Hello {
+                protocol_version: PROTOCOL_VERSION,
+                role: Role::Worker,
+            }),
+            WorkerMessage::Register {
+                worker_id: WorkerId("w-1".into()),
+                capacity: 4,
+                task_types: vec!["echo".into(), "sleep".into()],
+            },
+            WorkerMessage::Heartbeat,
+            WorkerMessage::TaskResult {
+                job_id,
+                lease,
+                outcome: TaskOutcome::Succeeded(b"ok".to_vec()),
+            },
+            WorkerMessage::TaskResult {
+                job_id,
+                lease,
+                outcome: TaskOutcome::Failed("nope".into()),
+            },
+        ] {
+            round_trip(m);
+        }
+        for m in [
+            CoordinatorToWorker::Hello(Hello {
+                protocol_version: PROTOCOL_VERSION,
+                role: Role::Worker,
+            }),
+            CoordinatorToWorker::Registered {
+                worker_id: WorkerId("w-1".into()),
+            },
+            CoordinatorToWorker::TaskAssign {
+                job_id,
+                lease,
+                task_type: "sleep".into(),
+                payload: vec![9; 100],
+                timeout_ms: 30_000,
+            },
+            CoordinatorToWorker::TaskCancel { job_id, lease },
+            CoordinatorToWorker::Error {
+                message: "bye".into(),
+            },
+        ] {
+            round_trip(m);
+        }
+    }
+
+    #[test]
+    fn every_client_message_round_trips() {
+        let job_id = JobId::new_random();
+        let requests = [
+            ClientRequest::Submit(submit()),
+            ClientRequest::SubmitBatch(vec![submit(), submit()]),
+            ClientRequest::Status { job_id },
+            ClientRequest::List {
+                state: Some(JobState::Failed),
+                limit: 10,
+            },
+            ClientRequest::List {
+                state: None,
+                limit: 1,
+            },
+            ClientRequest::Workers,
+        ];
+        round_trip(ClientMessage::Hello(Hello {
+            protocol_version: PROTOCOL_VERSION,
+            role: Role::Client,
+        }));
+        for (i, request) in requests.into_iter().enumerate() {
+            round_trip(ClientMessage::Request {
+                request_id: i as u64,
+                request,
+            });
+        }
+        let accepted = SubmitAnswer::Accepted {
+            job_id,
+            no_worker: false,
+        };
+        let rejected = SubmitAnswer::Rejected(SubmitRejected {
+            reason: "payload.message: missing".into(),
+        });
+        let responses = [
+            ClientResponse::Submitted(accepted.clone()),
+            ClientResponse::Submitted(rejected.clone()),
+            ClientResponse::BatchSubmitted(vec![accepted, rejected]),
+            ClientResponse::Job(Box::new(job_view())),
+            ClientResponse::NotFound { job_id },
+            ClientResponse::Jobs(vec![job_view(), job_view()]),
+            ClientResponse::Workers(vec![WorkerView {
+                worker_id: WorkerId("w".into()),
+                capacity: 2,
+                active: 1,
+                task_types: vec!["echo".into()],
+                registered_at: 5,
+                last_heartbeat_at: 6,
+            }]),
+        ];
+        for (i, response) in responses.into_iter().enumerate() {
+            round_trip(CoordinatorToClient::Response {
+                request_id: i as u64,
+                response,
+            });
+        }
+        round_trip(CoordinatorToClient::Error {
+            message: "x".into(),
+        });
+    }
+
+    #[test]
+    fn oversized_frame_is_refused_before_its_body_arrives() {
+        let mut codec = FrameCodec::<WorkerMessage, WorkerMessage>::new(64);
+        let mut buf = BytesMut::from(&[0u8, 0, 1, 0][..]); // claims 256 bytes
+        match codec.decode(&mut buf) {
+            Err(ProtocolError::FrameTooLarge { size: 256, max: 64 }) => {}
+            other => panic!("expected FrameTooLarge, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn oversized_message_is_refused_by_the_encoder() {
+        let mut codec = FrameCodec::<WorkerMessage, WorkerMessage>::new(64);
+        let big = WorkerMessage::Register {
+            worker_id: WorkerId("w".repeat(100)),
+            capacity: 1,
+            task_types: vec![],
+        };
+        let mut buf = BytesMut::new();
+        assert!(matches!(
+            codec.encode(big, &mut buf),
+            Err(ProtocolError::FrameTooLarge { .. })
+        ));
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn frame_split_across_many_reads_decodes_once_complete() {
+        let mut codec = FrameCodec::<ClientMessage, ClientMessage>::new(DEFAULT_MAX_FRAME_BYTES);
+        let message = ClientMessage::Request {
+            request_id: 42,
+            request: ClientRequest::Submit(submit()),
+        };
+        let mut whole = BytesMut::new();
+        codec.encode(message.clone(), &mut whole).expect("encode");
+        let mut buf = BytesMut::new();
+        for (i, byte) in whole.iter().enumerate() {
+            assert!(
+                codec.decode(&mut buf).expect("partial is fine").is_none(),
+                "nothing before byte {i}"
+            );
+            buf.extend_from_slice(&[*byte]);
+        }
+        assert_eq!(codec.decode(&mut buf).expect("decode"), Some(message));
+    }
+
+    #[test]
+    fn garbage_bytes_are_a_malformed_frame() {
+        let mut codec = FrameCodec::<ClientMessage, ClientMessage>::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut buf = BytesMut::from(&[0u8, 0, 0, 5, 0xc1, 0xff, 0x00, 0x13, 0x37][..]);
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Err(ProtocolError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn connection_closed_mid_frame_is_truncated() {
+        let mut codec = FrameCodec::<ClientMessage, ClientMessage>::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut buf = BytesMut::from(&[0u8, 0, 0, 10, 1, 2][..]);
+        assert!(matches!(
+            codec.decode_eof(&mut buf),
+            Err(ProtocolError::Truncated)
+        ));
+    }
+}

@@ -1,0 +1,67 @@
+//! Identifiers that cross the wire: jobs, attempt leases and workers.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use uuid::Uuid;
+
+/// A job's identity: a random UUID v4 minted by the coordinator at admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub Uuid);
+
+/// One assignment of a job to a worker. A fresh lease is minted per attempt;
+/// a result is applied only while the job is RUNNING under that same lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LeaseId(pub Uuid);
+
+/// A worker's self-chosen, stable name; it survives reconnects so the
+/// coordinator recognises a worker coming back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WorkerId(pub String);
+
+impl JobId {
+    pub fn new_random() -> Self {
+        JobId(Uuid::new_v4())
+    }
+}
+
+impl LeaseId {
+    pub fn new_random() -> Self {
+        LeaseId(Uuid::new_v4())
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for JobId {
+    type Err = uuid::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(s.trim()).map(JobId)
+    }
+}
+
+impl FromStr for LeaseId {
+    type Err = uuid::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(s.trim()).map(LeaseId)
+    }
+}

@@ -1,0 +1,13 @@
+//! Everything both ends of a connection agree on: identifiers, wire messages,
+//! framing, the job state machine and payload validation.
+
+pub mod frame;
+pub mod ids;
+pub mod job_state;
+pub mod messages;
+pub mod payloads;
+
+pub use frame::{FrameCodec, ProtocolError, DEFAULT_MAX_FRAME_BYTES};
+pub use ids::{JobId, LeaseId, WorkerId};
+pub use job_state::{IllegalTransition, JobState};
+pub use messages::*;
