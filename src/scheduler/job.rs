@@ -1,0 +1,76 @@
+//! The coordinator's record of one job: what was submitted, where it is in
+//! the state machine, and the current attempt.
+
+use crate::protocol::{JobId, JobState, JobView, LeaseId, Priority, WorkerId};
+use std::sync::Arc;
+
+/// One job as the coordinator holds it in memory and as it is stored in one
+/// database row. Only the `Coordinator` mutates it, through `JobTable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: JobId,
+    pub task_type: String,
+    /// MessagePack; immutable after submission, shared with outgoing frames.
+    pub payload: Arc<[u8]>,
+    pub priority: Priority,
+    /// Persistent submission order: FIFO within a priority level.
+    pub sequence: u64,
+    pub submitted_at: i64,
+    pub state: JobState,
+    /// Attempts started so far, including the current one.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub timeout_ms: u64,
+    pub lease: Option<LeaseId>,
+    pub worker_id: Option<WorkerId>,
+    pub assigned_at: Option<i64>,
+    pub next_retry_at: Option<i64>,
+    pub result: Option<Arc<[u8]>>,
+    pub error: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub updated_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// The position of a job in every ordered structure: submission sequence,
+/// then submission time (legacy rows share sequence 0), then id.
+pub type OrderKey = (u64, i64, JobId);
+
+impl Job {
+    pub fn order_key(&self) -> OrderKey {
+        (self.sequence, self.submitted_at, self.id)
+    }
+
+    /// When the current attempt runs out of time, if the job is running.
+    pub fn deadline(&self) -> Option<i64> {
+        match (self.state, self.assigned_at) {
+            (JobState::Running, Some(at)) => {
+                Some(at.saturating_add(i64::try_from(self.timeout_ms).unwrap_or(i64::MAX)))
+            }
+            _ => None,
+        }
+    }
+
+    /// A read-only view for clients; `no_worker` is filled by the caller.
+    pub fn view(&self, no_worker: bool) -> JobView {
+        JobView {
+            job_id: self.id,
+            task_type: self.task_type.clone(),
+            payload: self.payload.to_vec(),
+            state: self.state,
+            priority: self.priority,
+            sequence: self.sequence,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            timeout_ms: self.timeout_ms,
+            submitted_at: self.submitted_at,
+            updated_at: self.updated_at,
+            worker_id: self.worker_id.clone(),
+            lease: self.lease,
+            result: self.result.as_ref().map(|r| r.to_vec()),
+            error: self.error.clone(),
+            next_retry_at: self.next_retry_at,
+            no_worker,
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! What happens to jobs as workers come, run tasks, go silent or vanish, and
+//! as time passes: assignment, results, attempt failure, the periodic sweep
+//! and recovery after a restart.
+
+use crate::protocol::{
+    CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId,
+};
+use crate::scheduler::job::Job;
+use crate::scheduler::state::{CoordinatorState, Effect};
+use crate::scheduler::workers::SessionId;
+use slog::{debug, info, warn};
+
+/// Error text of a job whose final attempt was interrupted by a restart.
+pub const RESTARTED_DURING_FINAL_ATTEMPT: &str = "restarted during final attempt";
+
+/// A result that did not match the job's current attempt and was dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleResult {
+    pub reason: String,
+}
+
+/// What recovery did with the loaded rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecoverySummary {
+    pub loaded: usize,
+    pub requeued: usize,
+    pub failed: usize,
+}
+
+impl CoordinatorState {
+    /// Adds a worker (replacing an older session under the same id, whose
+    /// running jobs are treated as lost) and answers `Registered`.
+    pub fn register_worker(
+        &mut self,
+        worker: WorkerId,
+        session: SessionId,
+        capacity: u32,
+        task_types: Vec<String>,
+        now: i64,
+    ) {
+        let previous = self
+            .workers
+            .register(worker.clone(), session, capacity, task_types, now);
+        if let Some(old) = previous {
+            warn!(self.log, "worker re-registered; closing its old session"; "worker" => %worker);
+            self.effects.push(Effect::CloseWorker {
+                session: old.session,
+                reason: "replaced by a newer connection of the same worker".into(),
+            });
+            for job in old.running {
+                self.fail_attempt(job, "worker lost: replaced by a new connection", now);
+            }
+        }
+        info!(self.log, "worker registered"; "worker" => %worker, "capacity" => capacity);
+        self.effects.push(Effect::SendWorker {
+            session,
+            frame: CoordinatorToWorker::Registered { worker_id: worker },
+        });
+    }
+
+    /// Records a heartbeat from the worker's current session.
+    pub fn heartbeat(&mut self, worker: &WorkerId, session: SessionId, now: i64) {
+        if self.workers.is_current(worker, session) {
+            self.workers.heartbeat(worker, now);
+        }
+    }
+
+    /// The worker's session ended: its running jobs are retried or failed.
+    /// Events from a session that was already replaced change nothing.
+    pub fn worker_lost(&mut self, worker: &WorkerId, session: SessionId, reason: &str, now: i64) {
+        if !self.workers.is_current(worker, session) {
+            return;
+        }
+        let Some(entry) = self.workers.remove(worker) else {
+            return;
+        };
+        warn!(self.log, "worker lost"; "worker" => %worker, "reason" => reason,
+              "running" => entry.running.len());
+        for job in entry.running {
+            self.fail_attempt(job, &format!("worker lost: {reason}"), now);
+        }
+    }
+
+    /// Applies a task result if it belongs to the job's current attempt.
+    pub fn task_result(
+        &mut self,
+        worker: &WorkerId,
+        job_id: JobId,
+        lease: LeaseId,
+        outcome: TaskOutcome,
+        now: i64,
+    ) -> Result<(), StaleResult> {
+        let current = self.jobs.get(&job_id).and_then(|j| {
+            (j.state == JobState::Running && j.lease == Some(lease)).then(|| j.worker_id.clone())
+        });
+        let Some(Some(owner)) = current else {
+            let reason = match self.jobs.get(&job_id) {
+                None => "unknown job".to_string(),
+                Some(j) => format!("job is {} under lease {:?}", j.state, j.lease.map(|l| l.to_string())),
+            };
+            warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
+                  "worker" => %worker, "reason" => &reason);
+            return Err(StaleResult { reason });
+        };
+        self.workers.finish_job(&owner, job_id);
+        match outcome {
+            TaskOutcome::Succeeded(result) => {
+                info!(self.log, "job succeeded"; "job" => %job_id, "worker" => %owner);
+                self.transition(job_id, JobState::Succeeded, now, |job| {
+                    job.result = Some(result.into());
+                    job.error = None;
+                    job.lease = None;
+                });
+            }
+            TaskOutcome::Failed(error) => self.fail_attempt(job_id, &error, now),
+        }
+        Ok(())
+    }
+
+    /// Ends the current attempt of a RUNNING job unsuccessfully: RETRY_WAIT
+    /// with a backoff delay while budget remains, else FAILED with `error`.
+    /// The caller has already released the worker's slot (or lost the worker).
+    pub(super) fn fail_attempt(&mut self, job_id: JobId, error: &str, now: i64) {
+        let Some(job) = self.jobs.get(&job_id) else {
+            return;
+        };
+        let error = error.to_string();
+        if job.attempts < job.max_attempts {
+            let delay = self.policy.retry.delay_ms(job.attempts);
+            let due = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
+            info!(self.log, "attempt failed; retry scheduled"; "job" => %job_id,
+                  "attempt" => job.attempts, "delay_ms" => delay, "error" => &error);
+            self.transition(job_id, JobState::RetryWait, now, |job| {
+                job.next_retry_at = Some(due);
+                job.error = Some(error);
+                job.lease = None;
+            });
+        } else {
+            warn!(self.log, "job failed"; "job" => %job_id, "attempts" => job.attempts,
+                  "error" => &error);
+            self.transition(job_id, JobState::Failed, now, |job| {
+                job.error = Some(error);
+                job.lease = None;
+            });
+        }
+    }
+
+    /// Assigns queued jobs, best first, to the least-loaded worker with a
+    /// free slot for each, until no queued job has such a worker.
+    pub fn schedule(&mut self, now: i64) {
+        loop {
+            let workers = &self.workers;
+            let best = self
+                .queues
+                .best(now, self.policy.aging_step_ms, |t| workers.has_free(t))
+                .map(|(id, task_type, _)| (id, workers.least_loaded(task_type).cloned()));
+            let Some((job_id, Some(worker))) = best else {
+                return;
+            };
+            self.assign(job_id, worker, now);
+        }
+    }
+
+    fn assign(&mut self, job_id: JobId, worker: WorkerId, now: i64) {
+        let lease = LeaseId::new_random();
+        let assigned_to = worker.clone();
+        self.transition(job_id, JobState::Running, now, move |job| {
+            job.attempts += 1;
+            job.lease = Some(lease);
+            job.worker_id = Some(assigned_to);
+            job.assigned_at = Some(now);
+            job.next_retry_at = None;
+        });
+        self.workers.start_job(&worker, job_id);
+        let (Some(job), Some(entry)) = (self.jobs.get(&job_id), self.workers.get(&worker)) else {
+            return;
+        };
+        debug!(self.log, "job assigned"; "job" => %job_id, "worker" => %worker,
+               "lease" => %lease, "attempt" => job.attempts);
+        self.effects.push(Effect::SendWorker {
+            session: entry.session,
+            frame: CoordinatorToWorker::TaskAssign {
+                job_id,
+                lease,
+                task_type: job.task_type.clone(),
+                payload: job.payload.to_vec(),
+                timeout_ms: job.timeout_ms,
+            },
+        });
+    }
+
+    /// The periodic pass, in order: dead workers, expired deadlines, due
+    /// retries, then scheduling.
+    pub fn sweep(&mut self, now: i64) {
+        self.detect_dead_workers(now);
+        self.detect_expired_deadlines(now);
+        self.promote_due_retries(now);
+        self.schedule(now);
+    }
+
+    fn detect_dead_workers(&mut self, now: i64) {
+        let timeout = i64::try_from(self.policy.heartbeat_timeout_ms).unwrap_or(i64::MAX);
+        for (worker, session) in self.workers.silent_since(now.saturating_sub(timeout)) {
+            let reason = format!("no heartbeat for {timeout} ms");
+            self.effects.push(Effect::CloseWorker {
+                session,
+                reason: reason.clone(),
+            });
+            self.worker_lost(&worker, session, &reason, now);
+        }
+    }
+
+    fn detect_expired_deadlines(&mut self, now: i64) {
+        while let Some(&(deadline, job_id)) = self.deadlines.first() {
+            if deadline >= now {
+                break;
+            }
+            self.revoke_attempt(job_id);
+            let timeout = self.jobs.get(&job_id).map_or(0, |j| j.timeout_ms);
+            self.fail_attempt(job_id, &format!("timed out after {timeout} ms"), now);
+        }
+    }
+
+    /// Frees the worker slot of a running job and tells the worker, best
+    /// effort, to stop it. The lease is cleared by the following transition.
+    fn revoke_attempt(&mut self, job_id: JobId) {
+        let Some(job) = self.jobs.get(&job_id) else {
+            return;
+        };
+        let (Some(worker), Some(lease)) = (job.worker_id.clone(), job.lease) else {
+            return;
+        };
+        self.workers.finish_job(&worker, job_id);
+        if let Some(entry) = self.workers.get(&worker) {
+            self.effects.push(Effect::SendWorker {
+                session: entry.session,
+                frame: CoordinatorToWorker::TaskCancel { job_id, lease },
+            });
+        }
+    }
+
+    fn promote_due_retries(&mut self, now: i64) {
+        while let Some(&(due, job_id)) = self.retries.first() {
+            if due > now {
+                break;
+            }
+            self.transition(job_id, JobState::Queued, now, |job| job.next_retry_at = None);
+        }
+    }
+
+    /// Loads every stored row. RUNNING rows (their attempt's outcome is
+    /// unknown) are requeued while budget remains, else FAILED; all other
+    /// rows load as they are. The sequence resumes past the largest stored.
+    pub fn recover(&mut self, rows: Vec<Job>, now: i64) -> RecoverySummary {
+        let mut summary = RecoverySummary {
+            loaded: rows.len(),
+            ..Default::default()
+        };
+        for mut job in rows {
+            self.next_sequence = self.next_sequence.max(job.sequence + 1);
+            let interrupted = job.state == JobState::Running;
+            if interrupted {
+                let budget_left = job.attempts < job.max_attempts;
+                let target = if budget_left { JobState::Queued } else { JobState::Failed };
+                job.state = JobState::Running.transition(target).unwrap_or(target);
+                if budget_left {
+                    summary.requeued += 1;
+                } else {
+                    job.error = Some(RESTARTED_DURING_FINAL_ATTEMPT.to_string());
+                    job.finished_at = Some(now);
+                    summary.failed += 1;
+                }
+                job.lease = None;
+                job.updated_at = now;
+            }
+            if !job.state.is_terminal() {
+                self.active_jobs += 1;
+            }
+            let id = job.id;
+            self.insert(job);
+            if interrupted {
+                self.mark_dirty(id);
+            }
+        }
+        summary
+    }
+}

@@ -1,0 +1,18 @@
+//! Pure scheduling policy and state: no actors, no sockets, no clock reads.
+//! Every function takes `now` and returns or records what should happen.
+
+pub mod job;
+pub mod lifecycle;
+pub mod queues;
+pub mod retry;
+pub mod state;
+pub mod workers;
+
+#[cfg(test)]
+mod tests;
+
+pub use job::Job;
+pub use lifecycle::{RecoverySummary, StaleResult, RESTARTED_DURING_FINAL_ATTEMPT};
+pub use retry::RetryPolicy;
+pub use state::{CoordinatorState, Effect, Policy};
+pub use workers::SessionId;

@@ -1,0 +1,147 @@
+//! The QUEUED jobs, one FIFO per (task type, base priority), and the ordering
+//! policy that picks the next job to run.
+
+use crate::protocol::{JobId, Priority};
+use crate::scheduler::job::OrderKey;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
+
+/// Effective level = base + floor(age / aging step), capped at HIGH. Age is
+/// measured from submission; a clock that went backwards counts as age 0.
+pub fn effective_level(base: Priority, submitted_at: i64, now: i64, aging_step_ms: u64) -> u8 {
+    let age = u64::try_from(now.saturating_sub(submitted_at)).unwrap_or(0);
+    let steps = age / aging_step_ms.max(1);
+    let level = u64::from(base.level()).saturating_add(steps);
+    level.min(u64::from(Priority::High.level())) as u8
+}
+
+/// How a queued job ranks against others at `now`: smaller is sooner.
+/// Highest effective level first, then submission order.
+pub type Rank = (Reverse<u8>, OrderKey);
+
+fn rank(priority: Priority, key: OrderKey, now: i64, aging_step_ms: u64) -> Rank {
+    (
+        Reverse(effective_level(priority, key.1, now, aging_step_ms)),
+        key,
+    )
+}
+
+/// All QUEUED jobs. Within one (type, base level) FIFO, the head is both the
+/// oldest and (since age grows alike for all) the highest effective level, so
+/// the first job overall is the best of the heads: selection looks at three
+/// heads per task type, never at the whole queue.
+#[derive(Debug, Default)]
+pub struct ReadyQueues {
+    by_type: HashMap<String, [BTreeSet<OrderKey>; 3]>,
+    len: usize,
+}
+
+impl ReadyQueues {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn push(&mut self, task_type: &str, priority: Priority, key: OrderKey) {
+        let levels = self.by_type.entry(task_type.to_string()).or_default();
+        if levels[usize::from(priority.level())].insert(key) {
+            self.len += 1;
+        }
+    }
+
+    /// Removes a job (when it is assigned or cancelled); false if absent.
+    pub fn remove(&mut self, task_type: &str, priority: Priority, key: OrderKey) -> bool {
+        let Some(levels) = self.by_type.get_mut(task_type) else {
+            return false;
+        };
+        let removed = levels[usize::from(priority.level())].remove(&key);
+        if removed {
+            self.len -= 1;
+            if levels.iter().all(BTreeSet::is_empty) {
+                self.by_type.remove(task_type);
+            }
+        }
+        removed
+    }
+
+    /// The job that should run next among task types for which `runnable`
+    /// is true, with its task type and base priority.
+    pub fn best<F>(&self, now: i64, aging_step_ms: u64, runnable: F) -> Option<(JobId, &str, Priority)>
+    where
+        F: Fn(&str) -> bool,
+    {
+        self.by_type
+            .iter()
+            .filter(|(task_type, _)| runnable(task_type))
+            .flat_map(|(task_type, levels)| {
+                Priority::ALL.into_iter().filter_map(move |p| {
+                    let head = *levels[usize::from(p.level())].first()?;
+                    Some((rank(p, head, now, aging_step_ms), task_type.as_str(), p))
+                })
+            })
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map(|(rank, task_type, p)| (rank.1 .2, task_type, p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(sequence: u64, submitted_at: i64) -> OrderKey {
+        (sequence, submitted_at, JobId::new_random())
+    }
+
+    fn any(_: &str) -> bool {
+        true
+    }
+
+    #[test]
+    fn aging_raises_one_level_per_step_up_to_high() {
+        assert_eq!(effective_level(Priority::Low, 0, 999, 1000), 0);
+        assert_eq!(effective_level(Priority::Low, 0, 1000, 1000), 1);
+        assert_eq!(effective_level(Priority::Low, 0, 2000, 1000), 2);
+        assert_eq!(effective_level(Priority::Low, 0, 90_000, 1000), 2);
+        assert_eq!(effective_level(Priority::Normal, 5000, 0, 1000), 1, "clock went back");
+    }
+
+    #[test]
+    fn fifo_within_a_level() {
+        let mut q = ReadyQueues::default();
+        let (first, second) = (key(1, 10), key(2, 5));
+        q.push("echo", Priority::Normal, second);
+        q.push("echo", Priority::Normal, first);
+        assert_eq!(q.best(100, 1000, any).map(|b| b.0), Some(first.2));
+    }
+
+    #[test]
+    fn higher_priority_first_then_aged_low_overtakes_younger_jobs() {
+        let mut q = ReadyQueues::default();
+        let low = key(1, 0);
+        let normal = key(2, 1500);
+        let high = key(3, 1500);
+        q.push("a", Priority::Low, low);
+        q.push("b", Priority::Normal, normal);
+        q.push("a", Priority::High, high);
+        assert_eq!(q.best(1500, 1000, any).map(|b| b.0), Some(high.2));
+        // At 2000 the LOW job is two steps old: level 2, older than the HIGH one.
+        assert_eq!(q.best(2000, 1000, any).map(|b| b.0), Some(low.2));
+        assert!(q.remove("a", Priority::Low, low));
+        assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn only_runnable_task_types_are_considered() {
+        let mut q = ReadyQueues::default();
+        let echo = key(1, 0);
+        let sleep = key(2, 0);
+        q.push("echo", Priority::High, echo);
+        q.push("sleep", Priority::Low, sleep);
+        let best = q.best(0, 1000, |t| t == "sleep");
+        assert_eq!(best, Some((sleep.2, "sleep", Priority::Low)));
+        assert_eq!(q.best(0, 1000, |_| false), None);
+    }
+}

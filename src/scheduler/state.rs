@@ -1,0 +1,336 @@
+//! `CoordinatorState`: every job, the queues and the worker registry, with
+//! the transitions the coordinator applies to them. Pure: no actors, no I/O;
+//! time comes in as `now` (unix milliseconds). Outbound effects and the rows
+//! to persist are collected and taken by the caller after each step.
+
+use crate::protocol::payloads;
+use crate::protocol::{
+    CoordinatorToWorker, JobId, JobState, JobView, SubmitAnswer, SubmitRejected, SubmitRequest,
+    WorkerView,
+};
+use crate::scheduler::job::{Job, OrderKey};
+use crate::scheduler::queues::ReadyQueues;
+use crate::scheduler::retry::RetryPolicy;
+use crate::scheduler::workers::{SessionId, WorkerRegistry};
+use slog::{error, info, Logger};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// Largest attempt budget a submission may ask for.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
+
+/// The coordinator's policy settings, taken from its config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub aging_step_ms: u64,
+    pub max_active_jobs: u64,
+    pub retry: RetryPolicy,
+    pub default_max_attempts: u32,
+    pub default_timeout_ms: u64,
+    pub heartbeat_timeout_ms: u64,
+    pub max_payload_bytes: usize,
+}
+
+impl Policy {
+    pub fn from_config(c: &crate::config::CoordinatorConfig) -> Policy {
+        Policy {
+            aging_step_ms: c.aging_step_millis,
+            max_active_jobs: c.max_active_jobs,
+            retry: RetryPolicy {
+                base_ms: c.retry_base_millis,
+                cap_ms: c.retry_cap_millis,
+            },
+            default_max_attempts: c.default_max_attempts,
+            default_timeout_ms: c.task_timeout_millis,
+            heartbeat_timeout_ms: c.heartbeat_timeout_millis,
+            max_payload_bytes: c.max_payload_bytes,
+        }
+    }
+}
+
+/// Something the coordinator must do outside its state once the rows of the
+/// same step are durable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Write a frame to the worker connected through `session`.
+    SendWorker {
+        session: SessionId,
+        frame: CoordinatorToWorker,
+    },
+    /// Send an error frame and close the connection.
+    CloseWorker { session: SessionId, reason: String },
+}
+
+/// All scheduling state. Invariants (checked by `check_invariants`):
+/// `active_jobs` equals the number of non-terminal jobs; `queues` holds
+/// exactly the QUEUED jobs; each RUNNING job has a lease and a registered
+/// worker whose running set contains it; `deadlines` and `retries` index
+/// exactly the RUNNING and RETRY_WAIT jobs.
+#[derive(Debug)]
+pub struct CoordinatorState {
+    pub(super) policy: Policy,
+    pub(super) log: Logger,
+    pub(super) jobs: HashMap<JobId, Job>,
+    pub(super) queues: ReadyQueues,
+    pub(super) workers: WorkerRegistry,
+    /// Every job in submission order, for newest-first listing.
+    pub(super) by_sequence: BTreeSet<OrderKey>,
+    pub(super) deadlines: BTreeSet<(i64, JobId)>,
+    pub(super) retries: BTreeSet<(i64, JobId)>,
+    pub(super) next_sequence: u64,
+    pub(super) active_jobs: u64,
+    dirty: Vec<JobId>,
+    dirty_set: HashSet<JobId>,
+    pub(super) effects: Vec<Effect>,
+}
+
+impl CoordinatorState {
+    pub fn new(policy: Policy, log: Logger) -> Self {
+        CoordinatorState {
+            policy,
+            log,
+            jobs: HashMap::new(),
+            queues: ReadyQueues::default(),
+            workers: WorkerRegistry::default(),
+            by_sequence: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            retries: BTreeSet::new(),
+            next_sequence: 1,
+            active_jobs: 0,
+            dirty: Vec::new(),
+            dirty_set: HashSet::new(),
+            effects: Vec::new(),
+        }
+    }
+
+    /// Admits a job if it is valid and below `max-active-jobs`. A rejected
+    /// submission changes nothing.
+    pub fn submit(&mut self, req: SubmitRequest, now: i64) -> SubmitAnswer {
+        let job = match self.admit(req, now) {
+            Ok(job) => job,
+            Err(reason) => return SubmitAnswer::Rejected(SubmitRejected { reason }),
+        };
+        let (job_id, no_worker) = (job.id, !self.workers.advertised(&job.task_type));
+        info!(self.log, "job submitted"; "job" => %job_id, "task_type" => &job.task_type,
+              "priority" => %job.priority, "sequence" => job.sequence);
+        self.next_sequence += 1;
+        self.active_jobs += 1;
+        self.insert(job);
+        self.mark_dirty(job_id);
+        SubmitAnswer::Accepted { job_id, no_worker }
+    }
+
+    fn admit(&self, req: SubmitRequest, now: i64) -> Result<Job, String> {
+        if req.payload.len() > self.policy.max_payload_bytes {
+            return Err(format!(
+                "payload: {} bytes exceeds max-payload-bytes ({})",
+                req.payload.len(),
+                self.policy.max_payload_bytes
+            ));
+        }
+        payloads::validate(&req.task_type, &req.payload).map_err(|e| e.to_string())?;
+        let max_attempts = req.max_attempts.unwrap_or(self.policy.default_max_attempts);
+        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
+            return Err(format!(
+                "max_attempts: {max_attempts} is outside 1..={MAX_ATTEMPTS_LIMIT}"
+            ));
+        }
+        let timeout_ms = req.timeout_ms.unwrap_or(self.policy.default_timeout_ms);
+        if timeout_ms == 0 {
+            return Err("timeout_ms: must be at least 1".to_string());
+        }
+        if self.active_jobs >= self.policy.max_active_jobs {
+            return Err(format!(
+                "max-active-jobs ({}) reached",
+                self.policy.max_active_jobs
+            ));
+        }
+        Ok(Job {
+            id: JobId::new_random(),
+            task_type: req.task_type,
+            payload: req.payload.into(),
+            priority: req.priority,
+            sequence: self.next_sequence,
+            submitted_at: now,
+            state: JobState::Queued,
+            attempts: 0,
+            max_attempts,
+            timeout_ms,
+            lease: None,
+            worker_id: None,
+            assigned_at: None,
+            next_retry_at: None,
+            result: None,
+            error: None,
+            idempotency_key: None,
+            updated_at: now,
+            finished_at: None,
+        })
+    }
+
+    /// Adds a job in whatever state it is in to every index that state needs.
+    pub(super) fn insert(&mut self, job: Job) {
+        self.by_sequence.insert(job.order_key());
+        self.index(&job);
+        self.jobs.insert(job.id, job);
+    }
+
+    /// Adds the job to the queue or timer index its state calls for.
+    pub(super) fn index(&mut self, job: &Job) {
+        match job.state {
+            JobState::Queued => self.queues.push(&job.task_type, job.priority, job.order_key()),
+            JobState::RetryWait => {
+                let due = job.next_retry_at.unwrap_or(job.updated_at);
+                self.retries.insert((due, job.id));
+            }
+            JobState::Running => {
+                if let Some(deadline) = job.deadline() {
+                    self.deadlines.insert((deadline, job.id));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Removes the job from the queue or timer index of its current state.
+    pub(super) fn unindex(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        match job.state {
+            JobState::Queued => {
+                self.queues
+                    .remove(&job.task_type, job.priority, job.order_key());
+            }
+            JobState::RetryWait => {
+                let due = job.next_retry_at.unwrap_or(job.updated_at);
+                self.retries.remove(&(due, id));
+            }
+            JobState::Running => {
+                if let Some(deadline) = job.deadline() {
+                    self.deadlines.remove(&(deadline, id));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Moves a job to `to` through the state machine, keeping every index
+    /// and the admission count right. `update` sets the fields that go with
+    /// the new state. The one place a job becomes terminal.
+    pub(super) fn transition(
+        &mut self,
+        id: JobId,
+        to: JobState,
+        now: i64,
+        update: impl FnOnce(&mut Job),
+    ) -> bool {
+        let Some(from) = self.jobs.get(&id).map(|j| j.state) else {
+            return false;
+        };
+        if let Err(e) = from.transition(to) {
+            error!(self.log, "refused job transition"; "job" => %id, "error" => %e);
+            return false;
+        }
+        self.unindex(id);
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return false;
+        };
+        job.state = to;
+        job.updated_at = now;
+        update(job);
+        if to.is_terminal() {
+            job.finished_at = Some(now);
+            self.active_jobs -= 1;
+        }
+        let job = job.clone();
+        self.index(&job);
+        self.mark_dirty(id);
+        true
+    }
+
+    pub(super) fn mark_dirty(&mut self, id: JobId) {
+        if self.dirty_set.insert(id) {
+            self.dirty.push(id);
+        }
+    }
+
+    /// True when transitions are waiting to be persisted.
+    pub fn has_dirty(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    /// The rows changed since the last call, in the order they first changed.
+    pub fn take_dirty(&mut self) -> Vec<Job> {
+        self.dirty_set.clear();
+        let ids = std::mem::take(&mut self.dirty);
+        ids.iter().filter_map(|id| self.jobs.get(id).cloned()).collect()
+    }
+
+    /// Marks rows dirty again (their commit failed and must be retried).
+    pub fn remark_dirty(&mut self, ids: impl IntoIterator<Item = JobId>) {
+        for id in ids {
+            self.mark_dirty(id);
+        }
+    }
+
+    /// The effects produced since the last call, in order.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    pub fn status(&self, id: JobId) -> Option<JobView> {
+        let job = self.jobs.get(&id)?;
+        Some(job.view(!self.workers.advertised(&job.task_type)))
+    }
+
+    /// Up to `limit` jobs, newest submission first, optionally of one state.
+    pub fn list(&self, state: Option<JobState>, limit: usize) -> Vec<JobView> {
+        self.by_sequence
+            .iter()
+            .rev()
+            .filter_map(|key| self.jobs.get(&key.2))
+            .filter(|job| state.is_none_or(|s| job.state == s))
+            .take(limit)
+            .map(|job| job.view(!self.workers.advertised(&job.task_type)))
+            .collect()
+    }
+
+    pub fn worker_views(&self) -> Vec<WorkerView> {
+        self.workers.views()
+    }
+
+    pub fn active_jobs(&self) -> u64 {
+        self.active_jobs
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    /// Verifies every invariant listed on the type; for tests.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let non_terminal = self.jobs.values().filter(|j| !j.state.is_terminal()).count();
+        if non_terminal as u64 != self.active_jobs {
+            return Err(format!("active_jobs {} != {non_terminal}", self.active_jobs));
+        }
+        let queued = self.jobs.values().filter(|j| j.state == JobState::Queued).count();
+        if queued != self.queues.len() {
+            return Err(format!("{queued} QUEUED jobs but {} in queues", self.queues.len()));
+        }
+        let retry_wait = self.jobs.values().filter(|j| j.state == JobState::RetryWait).count();
+        if retry_wait != self.retries.len() {
+            return Err(format!("{retry_wait} RETRY_WAIT jobs, {} retry timers", self.retries.len()));
+        }
+        for job in self.jobs.values().filter(|j| j.state == JobState::Running) {
+            let worker = job.worker_id.as_ref().and_then(|w| self.workers.get(w));
+            if job.lease.is_none() || !worker.is_some_and(|w| w.running.contains(&job.id)) {
+                return Err(format!("RUNNING job {} has no lease or worker slot", job.id));
+            }
+        }
+        let running = self.jobs.values().filter(|j| j.state == JobState::Running).count();
+        if running != self.deadlines.len() {
+            return Err(format!("{running} RUNNING jobs, {} deadlines", self.deadlines.len()));
+        }
+        Ok(())
+    }
+}

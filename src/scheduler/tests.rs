@@ -1,0 +1,292 @@
+//! Behaviour of `CoordinatorState` step by step, with invariants checked
+//! after every step.
+
+use super::*;
+use crate::protocol::payloads::encode_json;
+use crate::protocol::*;
+use serde_json::json;
+
+fn policy() -> Policy {
+    Policy {
+        aging_step_ms: 60_000,
+        max_active_jobs: 1000,
+        retry: RetryPolicy {
+            base_ms: 1000,
+            cap_ms: 30_000,
+        },
+        default_max_attempts: 3,
+        default_timeout_ms: 10_000,
+        heartbeat_timeout_ms: 6000,
+        max_payload_bytes: 1024,
+    }
+}
+
+fn state() -> CoordinatorState {
+    CoordinatorState::new(policy(), slog::Logger::root(slog::Discard, slog::o!()))
+}
+
+fn echo(message: &str) -> SubmitRequest {
+    SubmitRequest {
+        task_type: "echo".into(),
+        payload: encode_json(&json!({ "message": message })),
+        priority: Priority::Normal,
+        max_attempts: None,
+        timeout_ms: None,
+    }
+}
+
+fn consistent(s: &CoordinatorState) {
+    s.check_invariants().expect("invariants hold");
+}
+
+fn accepted(answer: SubmitAnswer) -> JobId {
+    match answer {
+        SubmitAnswer::Accepted { job_id, .. } => job_id,
+        SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+    }
+}
+
+fn w(name: &str) -> WorkerId {
+    WorkerId(name.into())
+}
+
+/// The TaskAssign frames among the effects, as (session, job, lease).
+fn assignments(effects: &[Effect]) -> Vec<(SessionId, JobId, LeaseId)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::SendWorker {
+                session,
+                frame: CoordinatorToWorker::TaskAssign { job_id, lease, .. },
+            } => Some((*session, *job_id, *lease)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn submit_assign_result_succeeds() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], 0);
+    let job = accepted(s.submit(echo("hi"), 10));
+    assert!(s.has_dirty());
+    consistent(&s);
+    s.take_effects();
+    s.schedule(10);
+    consistent(&s);
+    let assigned = assignments(&s.take_effects());
+    assert_eq!(assigned.len(), 1);
+    let (session, job_id, lease) = assigned[0];
+    assert_eq!((session, job_id), (SessionId(1), job));
+    assert_eq!(s.status(job).map(|v| v.state), Some(JobState::Running));
+    s.task_result(&w("a"), job, lease, TaskOutcome::Succeeded(b"hi".to_vec()), 20)
+        .expect("applied");
+    consistent(&s);
+    let view = s.status(job).expect("exists");
+    assert_eq!(view.state, JobState::Succeeded);
+    assert_eq!(view.result.as_deref(), Some(&b"hi"[..]));
+    assert_eq!(s.active_jobs(), 0);
+}
+
+#[test]
+fn fifo_by_sequence_to_the_least_loaded_worker() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    s.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], 0);
+    let jobs: Vec<JobId> = (0..3).map(|i| accepted(s.submit(echo(&i.to_string()), 5))).collect();
+    s.take_effects();
+    s.schedule(5);
+    consistent(&s);
+    let assigned = assignments(&s.take_effects());
+    let order: Vec<(SessionId, JobId)> = assigned.iter().map(|a| (a.0, a.1)).collect();
+    assert_eq!(order, vec![(SessionId(1), jobs[0]), (SessionId(2), jobs[1])]);
+    assert_eq!(s.status(jobs[2]).map(|v| v.state), Some(JobState::Queued));
+}
+
+#[test]
+fn invalid_submissions_are_rejected_and_change_nothing() {
+    let mut s = state();
+    let mut bad = echo("x");
+    bad.payload = encode_json(&json!({ "msg": "x" }));
+    let too_big = SubmitRequest {
+        payload: encode_json(&json!({ "message": "x".repeat(2000) })),
+        ..echo("x")
+    };
+    let zero_attempts = SubmitRequest {
+        max_attempts: Some(0),
+        ..echo("x")
+    };
+    for (req, field) in [(bad, "payload.msg"), (too_big, "payload"), (zero_attempts, "max_attempts")] {
+        match s.submit(req, 0) {
+            SubmitAnswer::Rejected(r) => assert!(r.reason.starts_with(field), "{r}"),
+            other => panic!("accepted: {other:?}"),
+        }
+    }
+    assert!(!s.has_dirty());
+    assert_eq!(s.list(None, 10).len(), 0);
+    consistent(&s);
+}
+
+#[test]
+fn admission_stops_at_max_active_jobs() {
+    let mut s = CoordinatorState::new(
+        Policy {
+            max_active_jobs: 2,
+            ..policy()
+        },
+        slog::Logger::root(slog::Discard, slog::o!()),
+    );
+    accepted(s.submit(echo("1"), 0));
+    accepted(s.submit(echo("2"), 0));
+    match s.submit(echo("3"), 0) {
+        SubmitAnswer::Rejected(r) => assert_eq!(r.reason, "max-active-jobs (2) reached"),
+        other => panic!("admitted: {other:?}"),
+    }
+}
+
+#[test]
+fn unadvertised_task_type_is_accepted_with_a_note() {
+    let mut s = state();
+    match s.submit(echo("x"), 0) {
+        SubmitAnswer::Accepted { no_worker, .. } => assert!(no_worker),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn failed_attempts_back_off_then_fail_with_the_last_error() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    let job = accepted(s.submit(echo("x"), 0));
+    let mut now = 0;
+    for attempt in 1..=3u32 {
+        s.sweep(now);
+        let (_, _, lease) = *assignments(&s.take_effects()).first().expect("assigned");
+        s.task_result(&w("a"), job, lease, TaskOutcome::Failed(format!("boom {attempt}")), now)
+            .expect("applied");
+        consistent(&s);
+        let view = s.status(job).expect("exists");
+        if attempt < 3 {
+            assert_eq!(view.state, JobState::RetryWait);
+            let delay = 1000 * 2i64.pow(attempt - 1);
+            assert_eq!(view.next_retry_at, Some(now + delay));
+            s.heartbeat(&w("a"), SessionId(1), now + delay - 1);
+            s.sweep(now + delay - 1);
+            assert!(assignments(&s.take_effects()).is_empty(), "not before its time");
+            now += delay;
+            s.heartbeat(&w("a"), SessionId(1), now);
+        } else {
+            assert_eq!(view.state, JobState::Failed);
+            assert_eq!(view.error.as_deref(), Some("boom 3"));
+        }
+    }
+}
+
+#[test]
+fn stale_results_are_dropped_and_change_nothing() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    let job = accepted(s.submit(echo("x"), 0));
+    s.schedule(0);
+    s.take_effects();
+    s.take_dirty();
+    let wrong = LeaseId::new_random();
+    assert!(s
+        .task_result(&w("a"), job, wrong, TaskOutcome::Succeeded(vec![]), 1)
+        .is_err());
+    assert!(s
+        .task_result(&w("a"), JobId::new_random(), wrong, TaskOutcome::Succeeded(vec![]), 1)
+        .is_err());
+    assert_eq!(s.status(job).map(|v| v.state), Some(JobState::Running));
+    assert!(!s.has_dirty());
+    consistent(&s);
+}
+
+#[test]
+fn silent_worker_is_dead_after_the_timeout_and_not_before() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    let job = accepted(s.submit(echo("x"), 0));
+    s.schedule(0);
+    s.take_effects();
+    s.sweep(6000);
+    assert_eq!(s.worker_views().len(), 1, "exactly at the timeout: alive");
+    s.sweep(6001);
+    consistent(&s);
+    assert!(s.worker_views().is_empty());
+    let effects = s.take_effects();
+    assert!(effects.contains(&Effect::CloseWorker {
+        session: SessionId(1),
+        reason: "no heartbeat for 6000 ms".into()
+    }));
+    let view = s.status(job).expect("exists");
+    assert_eq!(view.state, JobState::RetryWait);
+    assert!(view.error.unwrap_or_default().starts_with("worker lost"));
+}
+
+#[test]
+fn expired_deadline_cancels_on_the_worker_and_retries() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    let job = accepted(s.submit(SubmitRequest { timeout_ms: Some(500), ..echo("x") }, 0));
+    s.schedule(0);
+    let (_, _, lease) = assignments(&s.take_effects())[0];
+    s.sweep(500);
+    assert!(assignments(&s.take_effects()).is_empty());
+    s.sweep(501);
+    consistent(&s);
+    let effects = s.take_effects();
+    assert!(effects.contains(&Effect::SendWorker {
+        session: SessionId(1),
+        frame: CoordinatorToWorker::TaskCancel { job_id: job, lease }
+    }));
+    assert_eq!(s.status(job).map(|v| v.state), Some(JobState::RetryWait));
+    assert!(s.task_result(&w("a"), job, lease, TaskOutcome::Succeeded(vec![]), 502).is_err());
+}
+
+#[test]
+fn disconnect_of_a_replaced_session_changes_nothing() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    s.register_worker(w("a"), SessionId(2), 1, vec!["echo".into()], 0);
+    s.worker_lost(&w("a"), SessionId(1), "connection closed", 1);
+    assert_eq!(s.worker_views().len(), 1);
+    consistent(&s);
+}
+
+#[test]
+fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], 0);
+    let first = accepted(s.submit(echo("1"), 0));
+    let last = accepted(s.submit(SubmitRequest { max_attempts: Some(1), ..echo("2") }, 0));
+    let queued = accepted(s.submit(echo("3"), 0));
+    s.schedule(0);
+    let mut rows: Vec<Job> = [first, last].iter().filter_map(|id| s.job(*id).cloned()).collect();
+    let mut queued_row = s.job(queued).cloned().expect("exists");
+    queued_row.state = JobState::Queued;
+    rows.push(queued_row);
+
+    let mut recovered = state();
+    let summary = recovered.recover(rows, 100);
+    assert_eq!(summary, RecoverySummary { loaded: 3, requeued: 1, failed: 1 });
+    consistent(&recovered);
+    assert_eq!(recovered.status(first).map(|v| v.state), Some(JobState::Queued));
+    let failed = recovered.status(last).expect("exists");
+    assert_eq!(failed.state, JobState::Failed);
+    assert_eq!(failed.error.as_deref(), Some(RESTARTED_DURING_FINAL_ATTEMPT));
+    assert_eq!(recovered.active_jobs(), 2);
+    let dirty: Vec<JobId> = recovered.take_dirty().iter().map(|j| j.id).collect();
+    assert_eq!(dirty.len(), 2, "only rewritten rows are persisted again");
+    let next = accepted(recovered.submit(echo("4"), 200));
+    assert_eq!(recovered.job(next).map(|j| j.sequence), Some(4));
+}
+
+#[test]
+fn list_is_newest_first_and_filters_by_state() {
+    let mut s = state();
+    let ids: Vec<JobId> = (0..3).map(|i| accepted(s.submit(echo(&i.to_string()), i))).collect();
+    let listed: Vec<JobId> = s.list(None, 2).iter().map(|v| v.job_id).collect();
+    assert_eq!(listed, vec![ids[2], ids[1]]);
+    assert!(s.list(Some(JobState::Running), 10).is_empty());
+}
