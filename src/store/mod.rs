@@ -1,0 +1,247 @@
+//! SQLite storage of job rows: open (with migration), load everything at
+//! start-up, and commit batches of changed rows in one transaction each.
+
+pub mod schema;
+
+use crate::config::Synchronous;
+use crate::protocol::{JobId, JobState, LeaseId, Priority, WorkerId};
+use crate::scheduler::Job;
+use rusqlite::{params, Connection, OpenFlags, Row};
+use std::path::{Path, PathBuf};
+
+/// A storage failure, naming the database file and what SQLite said.
+#[derive(Debug, thiserror::Error)]
+#[error("database {path}: {reason}")]
+pub struct StoreError {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// The open database. Owned by exactly one thread (the `Persistence` actor
+/// after start-up), so no locking is needed around it.
+pub struct JobStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
+    max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, result, error, \
+    idempotency_key, updated_at, finished_at";
+
+const UPSERT: &str = "INSERT INTO jobs (id, task_type, payload, priority, sequence, submitted_at, \
+    state, attempts, max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, \
+    result, error, idempotency_key, updated_at, finished_at) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) \
+    ON CONFLICT(id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, \
+    max_attempts = excluded.max_attempts, lease = excluded.lease, worker_id = excluded.worker_id, \
+    assigned_at = excluded.assigned_at, next_retry_at = excluded.next_retry_at, \
+    result = excluded.result, error = excluded.error, updated_at = excluded.updated_at, \
+    finished_at = excluded.finished_at";
+
+impl JobStore {
+    /// Opens or creates the database (and its directory), checks it is
+    /// readable, sets WAL mode and `synchronous`, and migrates the schema.
+    pub fn open(path: &Path, synchronous: Synchronous) -> Result<JobStore, StoreError> {
+        let fail = |reason: String| StoreError {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| fail(format!("cannot create directory {}: {e}", dir.display())))?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| fail(e.to_string()))?;
+        // Reading the schema first makes a corrupt or foreign file fail here,
+        // before any pragma or migration could write to it.
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
+            .map_err(|e| fail(e.to_string()))?;
+        schema::migrate(&mut conn).map_err(|e| fail(e.to_string()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| fail(e.to_string()))?;
+        conn.pragma_update(None, "synchronous", synchronous.to_string())
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(JobStore {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every stored job, in one streamed SELECT.
+    pub fn load_all(&self) -> Result<Vec<Job>, StoreError> {
+        let query = format!("SELECT {COLUMNS} FROM jobs");
+        let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
+        let rows = stmt
+            .query_map([], read_row)
+            .map_err(|e| self.error(e))?;
+        rows.map(|row| row.map_err(|e| self.error(e)))
+            .collect()
+    }
+
+    /// Writes all `rows` (inserting new jobs, updating known ones) in one
+    /// transaction: after it returns `Ok`, every row is durable.
+    pub fn commit(&mut self, rows: &[Job]) -> Result<(), StoreError> {
+        let path = &self.path;
+        let fail = |reason: String| StoreError {
+            path: path.clone(),
+            reason,
+        };
+        let tx = self.conn.transaction().map_err(|e| fail(e.to_string()))?;
+        {
+            let mut stmt = tx.prepare_cached(UPSERT).map_err(|e| fail(e.to_string()))?;
+            for job in rows {
+                stmt.execute(params![
+                    job.id.to_string(),
+                    job.task_type,
+                    &job.payload[..],
+                    job.priority.level(),
+                    job.sequence as i64,
+                    job.submitted_at,
+                    job.state.as_str(),
+                    job.attempts,
+                    job.max_attempts,
+                    job.timeout_ms as i64,
+                    job.lease.map(|l| l.to_string()),
+                    job.worker_id.as_ref().map(|w| w.0.as_str()),
+                    job.assigned_at,
+                    job.next_retry_at,
+                    job.result.as_deref(),
+                    job.error,
+                    job.idempotency_key,
+                    job.updated_at,
+                    job.finished_at,
+                ])
+                .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
+            }
+        }
+        tx.commit().map_err(|e| fail(e.to_string()))
+    }
+
+    fn error(&self, e: rusqlite::Error) -> StoreError {
+        StoreError {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+fn conversion(column: usize, reason: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        column,
+        rusqlite::types::Type::Text,
+        reason.into(),
+    )
+}
+
+fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
+    let id: String = row.get(0)?;
+    let lease: Option<String> = row.get(10)?;
+    let state: String = row.get(6)?;
+    let priority: i64 = row.get(3)?;
+    let payload: Vec<u8> = row.get(2)?;
+    let result: Option<Vec<u8>> = row.get(14)?;
+    Ok(Job {
+        id: id.parse::<JobId>().map_err(|e| conversion(0, format!("job id {id:?}: {e}")))?,
+        task_type: row.get(1)?,
+        payload: payload.into(),
+        priority: Priority::from_level(priority)
+            .ok_or_else(|| conversion(3, format!("job {id}: priority {priority}")))?,
+        sequence: row.get::<_, i64>(4)?.max(0) as u64,
+        submitted_at: row.get(5)?,
+        state: state
+            .parse::<JobState>()
+            .map_err(|e| conversion(6, format!("job {id}: {e}")))?,
+        attempts: row.get(7)?,
+        max_attempts: row.get(8)?,
+        timeout_ms: row.get::<_, i64>(9)?.max(0) as u64,
+        lease: lease
+            .map(|l| l.parse::<LeaseId>())
+            .transpose()
+            .map_err(|e| conversion(10, format!("job {id}: lease: {e}")))?,
+        worker_id: row.get::<_, Option<String>>(11)?.map(WorkerId),
+        assigned_at: row.get(12)?,
+        next_retry_at: row.get(13)?,
+        result: result.map(Into::into),
+        error: row.get(15)?,
+        idempotency_key: row.get(16)?,
+        updated_at: row.get(17)?,
+        finished_at: row.get(18)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(sequence: u64, state: JobState) -> Job {
+        Job {
+            id: JobId::new_random(),
+            task_type: "echo".into(),
+            payload: vec![0x80].into(),
+            priority: Priority::High,
+            sequence,
+            submitted_at: 10,
+            state,
+            attempts: 1,
+            max_attempts: 3,
+            timeout_ms: 500,
+            lease: Some(LeaseId::new_random()),
+            worker_id: Some(WorkerId("w".into())),
+            assigned_at: Some(11),
+            next_retry_at: None,
+            result: Some(b"r".to_vec().into()),
+            error: None,
+            idempotency_key: None,
+            updated_at: 12,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn committed_rows_load_back_identically() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("sub/t.db");
+        let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
+        let mut a = job(1, JobState::Running);
+        let b = job(2, JobState::Queued);
+        store.commit(&[a.clone(), b.clone()]).expect("commit");
+        a.state = JobState::Succeeded;
+        a.finished_at = Some(20);
+        store.commit(&[a.clone()]).expect("update");
+        drop(store);
+        let store = JobStore::open(&path, Synchronous::Full).expect("reopen");
+        let mut loaded = store.load_all().expect("load");
+        loaded.sort_by_key(|j| j.sequence);
+        assert_eq!(loaded, vec![a, b]);
+    }
+
+    #[test]
+    fn newer_schema_is_refused_untouched() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        let conn = Connection::open(&path).expect("create");
+        conn.pragma_update(None, "user_version", 99).expect("set version");
+        drop(conn);
+        let before = std::fs::read(&path).expect("read");
+        let err = JobStore::open(&path, Synchronous::Full).err().expect("refused");
+        assert!(err.to_string().contains("newer than this binary"), "{err}");
+        assert!(err.to_string().contains("t.db"), "{err}");
+        assert_eq!(std::fs::read(&path).expect("read"), before);
+    }
+
+    #[test]
+    fn garbage_file_is_refused_naming_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("garbage.db");
+        std::fs::write(&path, vec![0x5a; 8192]).expect("write");
+        let err = JobStore::open(&path, Synchronous::Full).err().expect("refused");
+        assert!(err.to_string().contains("garbage.db"), "{err}");
+        assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 8192]);
+    }
+}

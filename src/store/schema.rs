@@ -1,0 +1,73 @@
+//! The database schema and its migrations. The version lives in
+//! `PRAGMA user_version`; each step is one function run in a transaction.
+
+use rusqlite::{Connection, Transaction};
+
+/// The version this binary writes. Version 1 is the schema before
+/// priorities (no `priority` or `sequence` columns).
+pub const SCHEMA_VERSION: i64 = 2;
+
+const JOBS_V1: &str = "
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY NOT NULL,
+    task_type TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    submitted_at INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    timeout_ms INTEGER NOT NULL,
+    lease TEXT,
+    worker_id TEXT,
+    assigned_at INTEGER,
+    next_retry_at INTEGER,
+    result BLOB,
+    error TEXT,
+    idempotency_key TEXT,
+    updated_at INTEGER NOT NULL,
+    finished_at INTEGER
+);
+";
+
+/// Version 1 → 2: base priority and submission sequence. Existing rows become
+/// NORMAL with sequence 0, so they keep submission-time order among themselves.
+const V1_TO_V2: &str = "
+ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE jobs ADD COLUMN sequence INTEGER NOT NULL DEFAULT 0;
+";
+
+/// One migration step: from `version - 1` to `version`.
+type Step = fn(&Transaction<'_>) -> rusqlite::Result<()>;
+
+const STEPS: [(i64, Step); 2] = [
+    (1, |tx| tx.execute_batch(JOBS_V1)),
+    (2, |tx| tx.execute_batch(V1_TO_V2)),
+];
+
+/// Why the schema could not be brought up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error("database schema version {found} is newer than this binary supports ({supported}); upgrade taskyard")]
+    TooNew { found: i64, supported: i64 },
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// Brings the database to `SCHEMA_VERSION`, one step per transaction. A
+/// database newer than this binary is refused without being modified.
+pub fn migrate(conn: &mut Connection) -> Result<i64, SchemaError> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(SchemaError::TooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (version, step) in STEPS.iter().filter(|(v, _)| *v > found) {
+        let tx = conn.transaction()?;
+        step(&tx)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+    }
+    Ok(found)
+}
