@@ -1,5 +1,7 @@
 //! taskyard: a distributed job scheduler with one durable coordinator.
 
+pub mod actors;
+pub mod clock;
 pub mod config;
 pub mod protocol;
 pub mod scheduler;

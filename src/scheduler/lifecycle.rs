@@ -2,9 +2,7 @@
 //! as time passes: assignment, results, attempt failure, the periodic sweep
 //! and recovery after a restart.
 
-use crate::protocol::{
-    CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId,
-};
+use crate::protocol::{CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId};
 use crate::scheduler::job::Job;
 use crate::scheduler::state::{CoordinatorState, Effect};
 use crate::scheduler::workers::SessionId;
@@ -96,7 +94,11 @@ impl CoordinatorState {
         let Some(Some(owner)) = current else {
             let reason = match self.jobs.get(&job_id) {
                 None => "unknown job".to_string(),
-                Some(j) => format!("job is {} under lease {:?}", j.state, j.lease.map(|l| l.to_string())),
+                Some(j) => format!(
+                    "job is {} under lease {:?}",
+                    j.state,
+                    j.lease.map(|l| l.to_string())
+                ),
             };
             warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
                   "worker" => %worker, "reason" => &reason);
@@ -244,7 +246,9 @@ impl CoordinatorState {
             if due > now {
                 break;
             }
-            self.transition(job_id, JobState::Queued, now, |job| job.next_retry_at = None);
+            self.transition(job_id, JobState::Queued, now, |job| {
+                job.next_retry_at = None
+            });
         }
     }
 
@@ -261,7 +265,11 @@ impl CoordinatorState {
             let interrupted = job.state == JobState::Running;
             if interrupted {
                 let budget_left = job.attempts < job.max_attempts;
-                let target = if budget_left { JobState::Queued } else { JobState::Failed };
+                let target = if budget_left {
+                    JobState::Queued
+                } else {
+                    JobState::Failed
+                };
                 job.state = JobState::Running.transition(target).unwrap_or(target);
                 if budget_left {
                     summary.requeued += 1;

@@ -69,7 +69,12 @@ impl ReadyQueues {
 
     /// The job that should run next among task types for which `runnable`
     /// is true, with its task type and base priority.
-    pub fn best<F>(&self, now: i64, aging_step_ms: u64, runnable: F) -> Option<(JobId, &str, Priority)>
+    pub fn best<F>(
+        &self,
+        now: i64,
+        aging_step_ms: u64,
+        runnable: F,
+    ) -> Option<(JobId, &str, Priority)>
     where
         F: Fn(&str) -> bool,
     {
@@ -105,7 +110,11 @@ mod tests {
         assert_eq!(effective_level(Priority::Low, 0, 1000, 1000), 1);
         assert_eq!(effective_level(Priority::Low, 0, 2000, 1000), 2);
         assert_eq!(effective_level(Priority::Low, 0, 90_000, 1000), 2);
-        assert_eq!(effective_level(Priority::Normal, 5000, 0, 1000), 1, "clock went back");
+        assert_eq!(
+            effective_level(Priority::Normal, 5000, 0, 1000),
+            1,
+            "clock went back"
+        );
     }
 
     #[test]

@@ -177,7 +177,9 @@ impl CoordinatorState {
     /// Adds the job to the queue or timer index its state calls for.
     pub(super) fn index(&mut self, job: &Job) {
         match job.state {
-            JobState::Queued => self.queues.push(&job.task_type, job.priority, job.order_key()),
+            JobState::Queued => self
+                .queues
+                .push(&job.task_type, job.priority, job.order_key()),
             JobState::RetryWait => {
                 let due = job.next_retry_at.unwrap_or(job.updated_at);
                 self.retries.insert((due, job.id));
@@ -263,7 +265,9 @@ impl CoordinatorState {
     pub fn take_dirty(&mut self) -> Vec<Job> {
         self.dirty_set.clear();
         let ids = std::mem::take(&mut self.dirty);
-        ids.iter().filter_map(|id| self.jobs.get(id).cloned()).collect()
+        ids.iter()
+            .filter_map(|id| self.jobs.get(id).cloned())
+            .collect()
     }
 
     /// Marks rows dirty again (their commit failed and must be retried).
@@ -295,6 +299,15 @@ impl CoordinatorState {
             .collect()
     }
 
+    /// True when `worker` is registered through exactly `session`.
+    pub fn is_current_session(
+        &self,
+        worker: &crate::protocol::WorkerId,
+        session: SessionId,
+    ) -> bool {
+        self.workers.is_current(worker, session)
+    }
+
     pub fn worker_views(&self) -> Vec<WorkerView> {
         self.workers.views()
     }
@@ -309,27 +322,58 @@ impl CoordinatorState {
 
     /// Verifies every invariant listed on the type; for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let non_terminal = self.jobs.values().filter(|j| !j.state.is_terminal()).count();
+        let non_terminal = self
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_terminal())
+            .count();
         if non_terminal as u64 != self.active_jobs {
-            return Err(format!("active_jobs {} != {non_terminal}", self.active_jobs));
+            return Err(format!(
+                "active_jobs {} != {non_terminal}",
+                self.active_jobs
+            ));
         }
-        let queued = self.jobs.values().filter(|j| j.state == JobState::Queued).count();
+        let queued = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Queued)
+            .count();
         if queued != self.queues.len() {
-            return Err(format!("{queued} QUEUED jobs but {} in queues", self.queues.len()));
+            return Err(format!(
+                "{queued} QUEUED jobs but {} in queues",
+                self.queues.len()
+            ));
         }
-        let retry_wait = self.jobs.values().filter(|j| j.state == JobState::RetryWait).count();
+        let retry_wait = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::RetryWait)
+            .count();
         if retry_wait != self.retries.len() {
-            return Err(format!("{retry_wait} RETRY_WAIT jobs, {} retry timers", self.retries.len()));
+            return Err(format!(
+                "{retry_wait} RETRY_WAIT jobs, {} retry timers",
+                self.retries.len()
+            ));
         }
         for job in self.jobs.values().filter(|j| j.state == JobState::Running) {
             let worker = job.worker_id.as_ref().and_then(|w| self.workers.get(w));
             if job.lease.is_none() || !worker.is_some_and(|w| w.running.contains(&job.id)) {
-                return Err(format!("RUNNING job {} has no lease or worker slot", job.id));
+                return Err(format!(
+                    "RUNNING job {} has no lease or worker slot",
+                    job.id
+                ));
             }
         }
-        let running = self.jobs.values().filter(|j| j.state == JobState::Running).count();
+        let running = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .count();
         if running != self.deadlines.len() {
-            return Err(format!("{running} RUNNING jobs, {} deadlines", self.deadlines.len()));
+            return Err(format!(
+                "{running} RUNNING jobs, {} deadlines",
+                self.deadlines.len()
+            ));
         }
         Ok(())
     }

@@ -79,8 +79,14 @@ fn submit_assign_result_succeeds() {
     let (session, job_id, lease) = assigned[0];
     assert_eq!((session, job_id), (SessionId(1), job));
     assert_eq!(s.status(job).map(|v| v.state), Some(JobState::Running));
-    s.task_result(&w("a"), job, lease, TaskOutcome::Succeeded(b"hi".to_vec()), 20)
-        .expect("applied");
+    s.task_result(
+        &w("a"),
+        job,
+        lease,
+        TaskOutcome::Succeeded(b"hi".to_vec()),
+        20,
+    )
+    .expect("applied");
     consistent(&s);
     let view = s.status(job).expect("exists");
     assert_eq!(view.state, JobState::Succeeded);
@@ -93,13 +99,18 @@ fn fifo_by_sequence_to_the_least_loaded_worker() {
     let mut s = state();
     s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
     s.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], 0);
-    let jobs: Vec<JobId> = (0..3).map(|i| accepted(s.submit(echo(&i.to_string()), 5))).collect();
+    let jobs: Vec<JobId> = (0..3)
+        .map(|i| accepted(s.submit(echo(&i.to_string()), 5)))
+        .collect();
     s.take_effects();
     s.schedule(5);
     consistent(&s);
     let assigned = assignments(&s.take_effects());
     let order: Vec<(SessionId, JobId)> = assigned.iter().map(|a| (a.0, a.1)).collect();
-    assert_eq!(order, vec![(SessionId(1), jobs[0]), (SessionId(2), jobs[1])]);
+    assert_eq!(
+        order,
+        vec![(SessionId(1), jobs[0]), (SessionId(2), jobs[1])]
+    );
     assert_eq!(s.status(jobs[2]).map(|v| v.state), Some(JobState::Queued));
 }
 
@@ -116,7 +127,11 @@ fn invalid_submissions_are_rejected_and_change_nothing() {
         max_attempts: Some(0),
         ..echo("x")
     };
-    for (req, field) in [(bad, "payload.msg"), (too_big, "payload"), (zero_attempts, "max_attempts")] {
+    for (req, field) in [
+        (bad, "payload.msg"),
+        (too_big, "payload"),
+        (zero_attempts, "max_attempts"),
+    ] {
         match s.submit(req, 0) {
             SubmitAnswer::Rejected(r) => assert!(r.reason.starts_with(field), "{r}"),
             other => panic!("accepted: {other:?}"),
@@ -162,8 +177,14 @@ fn failed_attempts_back_off_then_fail_with_the_last_error() {
     for attempt in 1..=3u32 {
         s.sweep(now);
         let (_, _, lease) = *assignments(&s.take_effects()).first().expect("assigned");
-        s.task_result(&w("a"), job, lease, TaskOutcome::Failed(format!("boom {attempt}")), now)
-            .expect("applied");
+        s.task_result(
+            &w("a"),
+            job,
+            lease,
+            TaskOutcome::Failed(format!("boom {attempt}")),
+            now,
+        )
+        .expect("applied");
         consistent(&s);
         let view = s.status(job).expect("exists");
         if attempt < 3 {
@@ -172,7 +193,10 @@ fn failed_attempts_back_off_then_fail_with_the_last_error() {
             assert_eq!(view.next_retry_at, Some(now + delay));
             s.heartbeat(&w("a"), SessionId(1), now + delay - 1);
             s.sweep(now + delay - 1);
-            assert!(assignments(&s.take_effects()).is_empty(), "not before its time");
+            assert!(
+                assignments(&s.take_effects()).is_empty(),
+                "not before its time"
+            );
             now += delay;
             s.heartbeat(&w("a"), SessionId(1), now);
         } else {
@@ -195,7 +219,13 @@ fn stale_results_are_dropped_and_change_nothing() {
         .task_result(&w("a"), job, wrong, TaskOutcome::Succeeded(vec![]), 1)
         .is_err());
     assert!(s
-        .task_result(&w("a"), JobId::new_random(), wrong, TaskOutcome::Succeeded(vec![]), 1)
+        .task_result(
+            &w("a"),
+            JobId::new_random(),
+            wrong,
+            TaskOutcome::Succeeded(vec![]),
+            1
+        )
         .is_err());
     assert_eq!(s.status(job).map(|v| v.state), Some(JobState::Running));
     assert!(!s.has_dirty());
@@ -228,7 +258,13 @@ fn silent_worker_is_dead_after_the_timeout_and_not_before() {
 fn expired_deadline_cancels_on_the_worker_and_retries() {
     let mut s = state();
     s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
-    let job = accepted(s.submit(SubmitRequest { timeout_ms: Some(500), ..echo("x") }, 0));
+    let job = accepted(s.submit(
+        SubmitRequest {
+            timeout_ms: Some(500),
+            ..echo("x")
+        },
+        0,
+    ));
     s.schedule(0);
     let (_, _, lease) = assignments(&s.take_effects())[0];
     s.sweep(500);
@@ -241,7 +277,9 @@ fn expired_deadline_cancels_on_the_worker_and_retries() {
         frame: CoordinatorToWorker::TaskCancel { job_id: job, lease }
     }));
     assert_eq!(s.status(job).map(|v| v.state), Some(JobState::RetryWait));
-    assert!(s.task_result(&w("a"), job, lease, TaskOutcome::Succeeded(vec![]), 502).is_err());
+    assert!(s
+        .task_result(&w("a"), job, lease, TaskOutcome::Succeeded(vec![]), 502)
+        .is_err());
 }
 
 #[test]
@@ -259,22 +297,44 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
     let mut s = state();
     s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], 0);
     let first = accepted(s.submit(echo("1"), 0));
-    let last = accepted(s.submit(SubmitRequest { max_attempts: Some(1), ..echo("2") }, 0));
+    let last = accepted(s.submit(
+        SubmitRequest {
+            max_attempts: Some(1),
+            ..echo("2")
+        },
+        0,
+    ));
     let queued = accepted(s.submit(echo("3"), 0));
     s.schedule(0);
-    let mut rows: Vec<Job> = [first, last].iter().filter_map(|id| s.job(*id).cloned()).collect();
+    let mut rows: Vec<Job> = [first, last]
+        .iter()
+        .filter_map(|id| s.job(*id).cloned())
+        .collect();
     let mut queued_row = s.job(queued).cloned().expect("exists");
     queued_row.state = JobState::Queued;
     rows.push(queued_row);
 
     let mut recovered = state();
     let summary = recovered.recover(rows, 100);
-    assert_eq!(summary, RecoverySummary { loaded: 3, requeued: 1, failed: 1 });
+    assert_eq!(
+        summary,
+        RecoverySummary {
+            loaded: 3,
+            requeued: 1,
+            failed: 1
+        }
+    );
     consistent(&recovered);
-    assert_eq!(recovered.status(first).map(|v| v.state), Some(JobState::Queued));
+    assert_eq!(
+        recovered.status(first).map(|v| v.state),
+        Some(JobState::Queued)
+    );
     let failed = recovered.status(last).expect("exists");
     assert_eq!(failed.state, JobState::Failed);
-    assert_eq!(failed.error.as_deref(), Some(RESTARTED_DURING_FINAL_ATTEMPT));
+    assert_eq!(
+        failed.error.as_deref(),
+        Some(RESTARTED_DURING_FINAL_ATTEMPT)
+    );
     assert_eq!(recovered.active_jobs(), 2);
     let dirty: Vec<JobId> = recovered.take_dirty().iter().map(|j| j.id).collect();
     assert_eq!(dirty.len(), 2, "only rewritten rows are persisted again");
@@ -285,7 +345,9 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
 #[test]
 fn list_is_newest_first_and_filters_by_state() {
     let mut s = state();
-    let ids: Vec<JobId> = (0..3).map(|i| accepted(s.submit(echo(&i.to_string()), i))).collect();
+    let ids: Vec<JobId> = (0..3)
+        .map(|i| accepted(s.submit(echo(&i.to_string()), i)))
+        .collect();
     let listed: Vec<JobId> = s.list(None, 2).iter().map(|v| v.job_id).collect();
     assert_eq!(listed, vec![ids[2], ids[1]]);
     assert!(s.list(Some(JobState::Running), 10).is_empty());

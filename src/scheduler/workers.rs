@@ -254,7 +254,13 @@ mod tests {
     fn registry(workers: &[(&str, u32)]) -> WorkerRegistry {
         let mut r = WorkerRegistry::default();
         for (i, (name, capacity)) in workers.iter().enumerate() {
-            r.register(w(name), SessionId(i as u64), *capacity, vec!["echo".into()], 0);
+            r.register(
+                w(name),
+                SessionId(i as u64),
+                *capacity,
+                vec!["echo".into()],
+                0,
+            );
         }
         r
     }
@@ -262,7 +268,11 @@ mod tests {
     #[test]
     fn least_loaded_by_ratio_then_active_then_registration_order() {
         let mut r = registry(&[("a", 2), ("b", 4), ("c", 4)]);
-        assert_eq!(r.least_loaded("echo"), Some(&w("a")), "all idle: first registered");
+        assert_eq!(
+            r.least_loaded("echo"),
+            Some(&w("a")),
+            "all idle: first registered"
+        );
         r.start_job(&w("a"), JobId::new_random());
         assert_eq!(r.least_loaded("echo"), Some(&w("b")), "a is at 1/2");
         r.start_job(&w("b"), JobId::new_random());

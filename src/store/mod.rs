@@ -56,8 +56,10 @@ impl JobStore {
         let mut conn = Connection::open_with_flags(path, flags).map_err(|e| fail(e.to_string()))?;
         // Reading the schema first makes a corrupt or foreign file fail here,
         // before any pragma or migration could write to it.
-        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
-            .map_err(|e| fail(e.to_string()))?;
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map_err(|e| fail(e.to_string()))?;
         schema::migrate(&mut conn).map_err(|e| fail(e.to_string()))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| fail(e.to_string()))?;
@@ -77,11 +79,8 @@ impl JobStore {
     pub fn load_all(&self) -> Result<Vec<Job>, StoreError> {
         let query = format!("SELECT {COLUMNS} FROM jobs");
         let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
-        let rows = stmt
-            .query_map([], read_row)
-            .map_err(|e| self.error(e))?;
-        rows.map(|row| row.map_err(|e| self.error(e)))
-            .collect()
+        let rows = stmt.query_map([], read_row).map_err(|e| self.error(e))?;
+        rows.map(|row| row.map_err(|e| self.error(e))).collect()
     }
 
     /// Writes all `rows` (inserting new jobs, updating known ones) in one
@@ -132,11 +131,7 @@ impl JobStore {
 }
 
 fn conversion(column: usize, reason: String) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        column,
-        rusqlite::types::Type::Text,
-        reason.into(),
-    )
+    rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, reason.into())
 }
 
 fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
@@ -147,7 +142,9 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
     let payload: Vec<u8> = row.get(2)?;
     let result: Option<Vec<u8>> = row.get(14)?;
     Ok(Job {
-        id: id.parse::<JobId>().map_err(|e| conversion(0, format!("job id {id:?}: {e}")))?,
+        id: id
+            .parse::<JobId>()
+            .map_err(|e| conversion(0, format!("job id {id:?}: {e}")))?,
         task_type: row.get(1)?,
         payload: payload.into(),
         priority: Priority::from_level(priority)
@@ -226,10 +223,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("t.db");
         let conn = Connection::open(&path).expect("create");
-        conn.pragma_update(None, "user_version", 99).expect("set version");
+        conn.pragma_update(None, "user_version", 99)
+            .expect("set version");
         drop(conn);
         let before = std::fs::read(&path).expect("read");
-        let err = JobStore::open(&path, Synchronous::Full).err().expect("refused");
+        let err = JobStore::open(&path, Synchronous::Full)
+            .err()
+            .expect("refused");
         assert!(err.to_string().contains("newer than this binary"), "{err}");
         assert!(err.to_string().contains("t.db"), "{err}");
         assert_eq!(std::fs::read(&path).expect("read"), before);
@@ -240,7 +240,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("garbage.db");
         std::fs::write(&path, vec![0x5a; 8192]).expect("write");
-        let err = JobStore::open(&path, Synchronous::Full).err().expect("refused");
+        let err = JobStore::open(&path, Synchronous::Full)
+            .err()
+            .expect("refused");
         assert!(err.to_string().contains("garbage.db"), "{err}");
         assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 8192]);
     }

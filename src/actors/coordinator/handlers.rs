@@ -1,0 +1,157 @@
+//! One handler per coordinator message: read the clock once, apply the
+//! event to the state, schedule, and finish (hold effects, flush).
+
+use super::messages::*;
+use super::Coordinator;
+use crate::protocol::{ClientRequest, ClientResponse, SubmitRequest};
+use actix::{Context, Handler};
+use slog::info;
+
+impl Handler<RegisterWorker> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: RegisterWorker, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let now = self.now();
+        self.sessions.insert(m.session, m.reply_to);
+        self.state
+            .register_worker(m.worker_id, m.session, m.capacity, m.task_types, now);
+        self.state.schedule(now);
+        self.finish(None, ctx);
+    }
+}
+
+impl Handler<WorkerHeartbeat> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: WorkerHeartbeat, _: &mut Context<Self>) {
+        let now = self.now();
+        self.state.heartbeat(&m.worker_id, m.session, now);
+    }
+}
+
+impl Handler<WorkerTaskResult> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: WorkerTaskResult, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let now = self.now();
+        if !self.state.is_current_session(&m.worker_id, m.session) {
+            info!(self.log, "result from a replaced session dropped"; "job" => %m.job_id,
+                  "lease" => %m.lease, "worker" => %m.worker_id);
+            return;
+        }
+        // A stale result is logged by the state and changes nothing.
+        let _ = self
+            .state
+            .task_result(&m.worker_id, m.job_id, m.lease, m.outcome, now);
+        self.state.schedule(now);
+        self.finish(None, ctx);
+    }
+}
+
+impl Handler<WorkerDisconnected> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: WorkerDisconnected, ctx: &mut Context<Self>) {
+        self.sessions.remove(&m.session);
+        if self.stopping {
+            return;
+        }
+        let now = self.now();
+        self.state
+            .worker_lost(&m.worker_id, m.session, &m.reason, now);
+        self.state.schedule(now);
+        self.finish(None, ctx);
+    }
+}
+
+impl Handler<ClientCommand> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: ClientCommand, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let now = self.now();
+        let response = self.apply_request(m.request, now);
+        let answer = self.answer(m.reply_to, m.request_id, response);
+        self.finish(answer, ctx);
+    }
+}
+
+impl Coordinator {
+    fn apply_request(&mut self, request: ClientRequest, now: i64) -> ClientResponse {
+        match request {
+            ClientRequest::Submit(req) => {
+                let answer = self.state.submit(req, now);
+                self.state.schedule(now);
+                ClientResponse::Submitted(answer)
+            }
+            ClientRequest::SubmitBatch(reqs) => {
+                ClientResponse::BatchSubmitted(self.submit_all(reqs, now))
+            }
+            ClientRequest::Status { job_id } => match self.state.status(job_id) {
+                Some(view) => ClientResponse::Job(Box::new(view)),
+                None => ClientResponse::NotFound { job_id },
+            },
+            ClientRequest::List { state, limit } => {
+                ClientResponse::Jobs(self.state.list(state, limit as usize))
+            }
+            ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views()),
+        }
+    }
+
+    fn submit_all(
+        &mut self,
+        reqs: Vec<SubmitRequest>,
+        now: i64,
+    ) -> Vec<crate::protocol::SubmitAnswer> {
+        let answers = reqs
+            .into_iter()
+            .map(|r| self.state.submit(r, now))
+            .collect();
+        self.state.schedule(now);
+        answers
+    }
+}
+
+impl Handler<Sweep> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, _: Sweep, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let now = self.now();
+        self.state.sweep(now);
+        self.finish(None, ctx);
+    }
+}
+
+impl Handler<Shutdown> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
+        info!(self.log, "shutting down: freezing state");
+        self.stopping = true;
+        self.flush(ctx);
+    }
+}
+
+impl Handler<Inspect> for Coordinator {
+    type Result = Result<Inspection, String>;
+
+    fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
+        self.state.check_invariants()?;
+        Ok(Inspection {
+            active_jobs: self.state.active_jobs(),
+            held_effects: self.outbox.held(),
+            durable_batch: self.outbox.durable(),
+        })
+    }
+}

@@ -1,0 +1,87 @@
+//! The `Coordinator`'s API: one message per event it reacts to. None of
+//! them returns job state directly; answers travel through the outbox once
+//! durable.
+
+use crate::actors::outbox::{ClientAnswer, SendToWorker};
+use crate::protocol::{ClientRequest, JobId, LeaseId, TaskOutcome, WorkerId};
+use crate::scheduler::SessionId;
+use actix::{Message, Recipient};
+
+/// `WorkerSession` → coordinator, after `Hello` and `Register`. Replaces any
+/// older session of the same worker id. Answered with `Registered` via
+/// `reply_to`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RegisterWorker {
+    pub session: SessionId,
+    pub reply_to: Recipient<SendToWorker>,
+    pub worker_id: WorkerId,
+    pub capacity: u32,
+    pub task_types: Vec<String>,
+}
+
+/// `WorkerSession` → coordinator: the worker is alive.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WorkerHeartbeat {
+    pub session: SessionId,
+    pub worker_id: WorkerId,
+}
+
+/// `WorkerSession` → coordinator: an attempt's outcome. Applied only if the
+/// job is RUNNING under `lease`; otherwise logged as stale and dropped.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WorkerTaskResult {
+    pub session: SessionId,
+    pub worker_id: WorkerId,
+    pub job_id: JobId,
+    pub lease: LeaseId,
+    pub outcome: TaskOutcome,
+}
+
+/// `WorkerSession` → coordinator: the connection ended. The worker's
+/// running jobs are retried or failed; a replaced session changes nothing.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WorkerDisconnected {
+    pub session: SessionId,
+    pub worker_id: WorkerId,
+    pub reason: String,
+}
+
+/// `ClientSession` → coordinator: one client request. The answer arrives
+/// later at `reply_to` as a `ClientAnswer` carrying `request_id`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ClientCommand {
+    pub reply_to: Recipient<ClientAnswer>,
+    pub request_id: u64,
+    pub request: ClientRequest,
+}
+
+/// `Sweeper` (or a test) → coordinator: run the periodic pass. The reply
+/// comes after the pass, so tests use it as a barrier.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Sweep;
+
+/// Stop gracefully: freeze state (ignore new events), commit everything
+/// pending, then stop the actix system, which closes every socket.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+/// Test inspection: the number of non-terminal jobs, effects still held
+/// and the newest durable batch, after checking every state invariant.
+#[derive(Message)]
+#[rtype(result = "Result<Inspection, String>")]
+pub struct Inspect;
+
+/// What `Inspect` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inspection {
+    pub active_jobs: u64,
+    pub held_effects: usize,
+    pub durable_batch: u64,
+}

@@ -1,0 +1,184 @@
+//! The `Coordinator` actor: the single writer of all job and worker state.
+//! Handlers never block: the state is in memory, SQLite work goes to
+//! `Persistence` as numbered batches (one in flight at a time: group
+//! commit), and every outbound effect waits in the outbox until the batch
+//! holding its state is durable.
+
+mod handlers;
+pub mod messages;
+
+use crate::actors::outbox::{ClientAnswer, Delivery, Outbox, SendToWorker};
+use crate::actors::persistence::CommitBatch;
+use crate::clock::Clock;
+use crate::protocol::{ClientResponse, CoordinatorToWorker, JobId};
+use crate::scheduler::{CoordinatorState, Effect, SessionId};
+use crate::store::StoreError;
+use actix::{Actor, ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
+use slog::{error, info, Logger};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use messages::*;
+
+/// Pause before a failed commit is retried.
+const COMMIT_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// See the module documentation.
+pub struct Coordinator {
+    state: CoordinatorState,
+    clock: Arc<dyn Clock>,
+    persistence: Recipient<CommitBatch>,
+    outbox: Outbox,
+    /// Write handles of live worker sessions, including replaced ones
+    /// until their disconnect arrives.
+    sessions: HashMap<SessionId, Recipient<SendToWorker>>,
+    /// Rows of the batch being committed, to re-mark if it fails.
+    in_flight: Option<Vec<JobId>>,
+    commit_retry_pending: bool,
+    stopping: bool,
+    log: Logger,
+}
+
+impl Coordinator {
+    /// `state` is already recovered from the database.
+    pub fn new(
+        state: CoordinatorState,
+        clock: Arc<dyn Clock>,
+        persistence: Recipient<CommitBatch>,
+        log: Logger,
+    ) -> Self {
+        Coordinator {
+            state,
+            clock,
+            persistence,
+            outbox: Outbox::default(),
+            sessions: HashMap::new(),
+            in_flight: None,
+            commit_retry_pending: false,
+            stopping: false,
+            log,
+        }
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now_millis()
+    }
+
+    /// Ends every handler: holds the step's effects (and `answer`, if any)
+    /// behind the batch carrying its changes, then sends that batch if none
+    /// is in flight.
+    fn finish(
+        &mut self,
+        answer: Option<(Recipient<ClientAnswer>, ClientAnswer)>,
+        ctx: &mut Context<Self>,
+    ) {
+        let tag = self.outbox.tag(self.state.has_dirty());
+        for effect in self.state.take_effects() {
+            if let Some(delivery) = self.delivery_for(effect) {
+                self.outbox.hold(tag, delivery);
+            }
+        }
+        if let Some((to, message)) = answer {
+            self.outbox.hold(tag, Delivery::Client(to, message));
+        }
+        self.flush(ctx);
+    }
+
+    fn delivery_for(&self, effect: Effect) -> Option<Delivery> {
+        let (session, message) = match effect {
+            Effect::SendWorker { session, frame } => (
+                session,
+                SendToWorker {
+                    frame,
+                    then_close: false,
+                },
+            ),
+            Effect::CloseWorker { session, reason } => (
+                session,
+                SendToWorker {
+                    frame: CoordinatorToWorker::Error { message: reason },
+                    then_close: true,
+                },
+            ),
+        };
+        let to = self.sessions.get(&session)?.clone();
+        Some(Delivery::Worker(to, message))
+    }
+
+    /// Sends everything dirty as the next batch unless one is in flight (it
+    /// will be sent when that one is answered).
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        if self.in_flight.is_some() || self.commit_retry_pending || !self.state.has_dirty() {
+            self.stop_if_frozen();
+            return;
+        }
+        let rows = self.state.take_dirty();
+        let number = self.outbox.next_batch();
+        self.in_flight = Some(rows.iter().map(|j| j.id).collect());
+        let commit = self.persistence.send(CommitBatch { number, rows });
+        ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| {
+            let result = result.unwrap_or_else(|e| {
+                Err(StoreError {
+                    path: Default::default(),
+                    reason: format!("persistence unavailable: {e}"),
+                })
+            });
+            act.committed(number, result, ctx);
+        }));
+    }
+
+    fn committed(&mut self, number: u64, result: Result<(), StoreError>, ctx: &mut Context<Self>) {
+        let rows = self.in_flight.take().unwrap_or_default();
+        match result {
+            Ok(()) => self
+                .outbox
+                .committed(number)
+                .into_iter()
+                .for_each(Delivery::deliver),
+            Err(e) => {
+                error!(self.log, "commit failed; answers held until it succeeds";
+                       "batch" => number, "error" => %e);
+                self.state.remark_dirty(rows);
+                self.commit_retry_pending = true;
+                ctx.run_later(COMMIT_RETRY_DELAY, |act, ctx| {
+                    act.commit_retry_pending = false;
+                    act.flush(ctx);
+                });
+            }
+        }
+        self.flush(ctx);
+    }
+
+    /// After `Shutdown`, stops the system once nothing is left to commit.
+    fn stop_if_frozen(&self) {
+        if self.stopping && self.in_flight.is_none() && !self.state.has_dirty() {
+            info!(self.log, "state frozen and durable; stopping");
+            actix::System::current().stop();
+        }
+    }
+
+    fn answer(
+        &self,
+        reply_to: Recipient<ClientAnswer>,
+        request_id: u64,
+        response: ClientResponse,
+    ) -> Option<(Recipient<ClientAnswer>, ClientAnswer)> {
+        Some((
+            reply_to,
+            ClientAnswer {
+                request_id,
+                response,
+            },
+        ))
+    }
+}
+
+impl Actor for Coordinator {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Recovery may have rewritten rows (interrupted attempts).
+        self.flush(ctx);
+    }
+}

@@ -1,0 +1,15 @@
+//! The coordinator process's actors: the single-writer `Coordinator`, one
+//! session per connection, the `Sweeper` and `Persistence`.
+
+pub mod client_session;
+pub mod coordinator;
+pub mod handshake;
+pub mod listener;
+pub mod outbox;
+pub mod persistence;
+pub mod server;
+pub mod sweeper;
+pub mod worker_session;
+
+pub use coordinator::Coordinator;
+pub use server::{CoordinatorHandle, CoordinatorServer, StartError};

@@ -1,0 +1,316 @@
+//! The `Coordinator` actor driven by messages, with a manual clock and a
+//! persistence stand-in that holds every commit until the test releases it.
+//! No sockets, no SQLite.
+
+use actix::prelude::*;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use taskyard::actors::coordinator::*;
+use taskyard::actors::outbox::{ClientAnswer, SendToWorker};
+use taskyard::actors::persistence::CommitBatch;
+use taskyard::clock::ManualClock;
+use taskyard::protocol::payloads::encode_json;
+use taskyard::protocol::*;
+use taskyard::scheduler::*;
+use taskyard::store::StoreError;
+use tokio::sync::oneshot;
+
+type Pending = Arc<Mutex<Vec<(u64, usize, oneshot::Sender<()>)>>>;
+
+/// Persistence stand-in: each commit waits until `release` is called.
+struct HeldPersistence {
+    pending: Pending,
+}
+
+impl Actor for HeldPersistence {
+    type Context = Context<Self>;
+}
+
+impl Handler<CommitBatch> for HeldPersistence {
+    type Result = ResponseFuture<Result<(), StoreError>>;
+
+    fn handle(&mut self, batch: CommitBatch, _: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.push((batch.number, batch.rows.len(), tx));
+        }
+        Box::pin(async move {
+            let _ = rx.await;
+            Ok(())
+        })
+    }
+}
+
+/// Records everything sent to a session.
+#[derive(Default, Clone)]
+struct Recorder {
+    worker_frames: Arc<Mutex<Vec<CoordinatorToWorker>>>,
+    answers: Arc<Mutex<Vec<ClientAnswer>>>,
+}
+
+impl Actor for Recorder {
+    type Context = Context<Self>;
+}
+
+impl Handler<SendToWorker> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: SendToWorker, _: &mut Context<Self>) {
+        self.worker_frames.lock().expect("lock").push(m.frame);
+    }
+}
+
+impl Handler<ClientAnswer> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: ClientAnswer, _: &mut Context<Self>) {
+        self.answers.lock().expect("lock").push(m);
+    }
+}
+
+struct Harness {
+    coordinator: Addr<Coordinator>,
+    pending: Pending,
+    clock: ManualClock,
+    worker: Recorder,
+    worker_addr: Addr<Recorder>,
+    client: Recorder,
+    client_addr: Addr<Recorder>,
+}
+
+impl Harness {
+    fn start() -> Harness {
+        let pending = Pending::default();
+        let persistence = HeldPersistence {
+            pending: pending.clone(),
+        }
+        .start();
+        let clock = ManualClock::starting_at(1_000_000);
+        let policy = Policy {
+            aging_step_ms: 60_000,
+            max_active_jobs: 100,
+            retry: RetryPolicy {
+                base_ms: 1000,
+                cap_ms: 30_000,
+            },
+            default_max_attempts: 3,
+            default_timeout_ms: 10_000,
+            heartbeat_timeout_ms: 6000,
+            max_payload_bytes: 4096,
+        };
+        let log = slog::Logger::root(slog::Discard, slog::o!());
+        let state = CoordinatorState::new(policy, log.clone());
+        let coordinator =
+            Coordinator::new(state, Arc::new(clock.clone()), persistence.recipient(), log).start();
+        let worker = Recorder::default();
+        let client = Recorder::default();
+        Harness {
+            coordinator,
+            pending,
+            clock,
+            worker_addr: worker.clone().start(),
+            worker,
+            client_addr: client.clone().start(),
+            client,
+        }
+    }
+
+    async fn register_worker(&self) {
+        let m = RegisterWorker {
+            session: SessionId(1),
+            reply_to: self.worker_addr.clone().recipient(),
+            worker_id: WorkerId("w1".into()),
+            capacity: 2,
+            task_types: vec!["echo".into()],
+        };
+        self.coordinator.send(m).await.expect("delivered");
+    }
+
+    async fn request(&self, request_id: u64, request: ClientRequest) {
+        let m = ClientCommand {
+            reply_to: self.client_addr.clone().recipient(),
+            request_id,
+            request,
+        };
+        self.coordinator.send(m).await.expect("delivered");
+    }
+
+    fn pending_batches(&self) -> Vec<(u64, usize)> {
+        let pending = self.pending.lock().expect("lock");
+        pending.iter().map(|(n, rows, _)| (*n, *rows)).collect()
+    }
+
+    /// Lets every held commit complete.
+    async fn release(&self) {
+        let released: Vec<_> = self.pending.lock().expect("lock").drain(..).collect();
+        for (_, _, tx) in released {
+            let _ = tx.send(());
+        }
+        settle().await;
+    }
+
+    fn answers(&self) -> Vec<ClientAnswer> {
+        self.client.answers.lock().expect("lock").clone()
+    }
+
+    fn frames(&self) -> Vec<CoordinatorToWorker> {
+        self.worker.worker_frames.lock().expect("lock").clone()
+    }
+
+    async fn inspect(&self) -> Inspection {
+        self.coordinator
+            .send(Inspect)
+            .await
+            .expect("delivered")
+            .expect("invariants hold")
+    }
+}
+
+/// Lets spawned futures and mailboxes run (real time, a few milliseconds).
+async fn settle() {
+    for _ in 0..5 {
+        actix_rt::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn echo(message: &str) -> ClientRequest {
+    ClientRequest::Submit(SubmitRequest {
+        task_type: "echo".into(),
+        payload: encode_json(&json!({ "message": message })),
+        priority: Priority::Normal,
+        max_attempts: None,
+        timeout_ms: None,
+    })
+}
+
+fn assigned(frames: &[CoordinatorToWorker]) -> Vec<(JobId, LeaseId)> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            CoordinatorToWorker::TaskAssign { job_id, lease, .. } => Some((*job_id, *lease)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[actix_rt::test]
+async fn submit_assign_result_succeeds_with_answers_released_only_after_commit() {
+    let h = Harness::start();
+    h.register_worker().await;
+    settle().await;
+    assert!(matches!(
+        h.frames().as_slice(),
+        [CoordinatorToWorker::Registered { .. }]
+    ));
+
+    h.request(1, echo("hello")).await;
+    settle().await;
+    assert_eq!(
+        h.pending_batches(),
+        vec![(1, 1)],
+        "one batch with the new row"
+    );
+    assert!(
+        h.answers().is_empty(),
+        "no answer before the batch is durable"
+    );
+    assert!(
+        assigned(&h.frames()).is_empty(),
+        "no TaskAssign before the batch is durable"
+    );
+    assert_eq!(h.inspect().await.held_effects, 2);
+
+    h.release().await;
+    let answers = h.answers();
+    let job_id = match &answers[..] {
+        [ClientAnswer {
+            request_id: 1,
+            response:
+                ClientResponse::Submitted(SubmitAnswer::Accepted {
+                    job_id,
+                    no_worker: false,
+                }),
+        }] => *job_id,
+        other => panic!("unexpected answers {other:?}"),
+    };
+    let (assigned_job, lease) = assigned(&h.frames())[0];
+    assert_eq!(assigned_job, job_id);
+
+    h.clock.advance(5);
+    let result = WorkerTaskResult {
+        session: SessionId(1),
+        worker_id: WorkerId("w1".into()),
+        job_id,
+        lease,
+        outcome: TaskOutcome::Succeeded(b"hello".to_vec()),
+    };
+    h.coordinator.send(result).await.expect("delivered");
+    // A read while the result's batch is in flight waits for that batch.
+    h.request(2, ClientRequest::Status { job_id }).await;
+    settle().await;
+    assert_eq!(
+        h.answers().len(),
+        1,
+        "status held behind the in-flight batch"
+    );
+    h.release().await;
+    let answers = h.answers();
+    match &answers[1].response {
+        ClientResponse::Job(view) => {
+            assert_eq!(view.state, JobState::Succeeded);
+            assert_eq!(view.result.as_deref(), Some(&b"hello"[..]));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let inspection = h.inspect().await;
+    assert_eq!((inspection.active_jobs, inspection.held_effects), (0, 0));
+}
+
+#[actix_rt::test]
+async fn changes_made_while_a_batch_is_in_flight_are_committed_together() {
+    let h = Harness::start();
+    for i in 0..5 {
+        h.request(i, echo(&i.to_string())).await;
+    }
+    settle().await;
+    assert_eq!(
+        h.pending_batches(),
+        vec![(1, 1)],
+        "first submit in flight alone"
+    );
+    h.release().await;
+    assert_eq!(
+        h.pending_batches(),
+        vec![(2, 4)],
+        "the other four share one batch"
+    );
+    assert_eq!(h.answers().len(), 1);
+    h.release().await;
+    assert_eq!(h.answers().len(), 5);
+    let order: Vec<u64> = h.answers().iter().map(|a| a.request_id).collect();
+    assert_eq!(order, vec![0, 1, 2, 3, 4], "answers keep request order");
+}
+
+#[actix_rt::test]
+async fn sweep_with_manual_clock_detects_a_silent_worker() {
+    let h = Harness::start();
+    h.register_worker().await;
+    h.request(1, echo("x")).await;
+    h.release().await;
+    assert_eq!(assigned(&h.frames()).len(), 1);
+    h.clock.advance(6000);
+    h.coordinator.send(Sweep).await.expect("delivered");
+    assert_eq!(h.inspect().await.active_jobs, 1);
+    h.clock.advance(1);
+    h.coordinator.send(Sweep).await.expect("delivered");
+    h.release().await;
+    assert!(matches!(
+        h.frames().last(),
+        Some(CoordinatorToWorker::Error { message }) if message.contains("no heartbeat")
+    ));
+    h.request(2, ClientRequest::Workers).await;
+    h.release().await;
+    assert!(matches!(
+        h.answers().last().map(|a| &a.response),
+        Some(ClientResponse::Workers(w)) if w.is_empty()
+    ));
+}
