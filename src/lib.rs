@@ -5,4 +5,5 @@ pub mod clock;
 pub mod config;
 pub mod protocol;
 pub mod scheduler;
+pub mod signals;
 pub mod store;

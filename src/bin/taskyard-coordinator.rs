@@ -1,0 +1,45 @@
+//! The coordinator process: load config, recover the database, serve until
+//! SIGINT/SIGTERM, then stop gracefully.
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use taskyard::actors::CoordinatorHandle;
+use taskyard::config::{load, CoordinatorOptions};
+
+/// Runs the taskyard coordinator. Every config key is also a flag; flags
+/// override the file. Exit codes: 0 stopped cleanly, 2 bad config or cannot
+/// start (database, listen address).
+#[derive(Parser)]
+#[command(name = "taskyard-coordinator", version)]
+struct Args {
+    /// TOML config file (see config/coordinator.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    options: CoordinatorOptions,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let config = match load(args.config.as_deref(), args.options) {
+        Ok(config) => config,
+        Err(e) => return fail(e),
+    };
+    let log = taskyard::logging::build_logger(config.log_level, config.log_format);
+    let coordinator = match CoordinatorHandle::spawn(config, log.clone()) {
+        Ok(handle) => handle,
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = taskyard::signals::wait_for_shutdown_signal() {
+        slog::error!(log, "cannot wait for signals; stopping"; "error" => %e);
+    }
+    slog::info!(log, "signal received; stopping");
+    coordinator.stop();
+    ExitCode::SUCCESS
+}
+
+fn fail(error: impl std::fmt::Display) -> ExitCode {
+    eprintln!("taskyard-coordinator: {error}");
+    ExitCode::from(2)
+}
