@@ -1,0 +1,120 @@
+//! Shared helpers for end-to-end tests: a real coordinator and real workers
+//! in-process over TCP on ephemeral loopback ports, with a temporary database.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use taskyard::actors::CoordinatorHandle;
+use taskyard::client::Client;
+use taskyard::config::{CoordinatorConfig, WorkerConfig};
+use taskyard::worker::WorkerHandle;
+
+pub fn quiet_log() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}
+
+/// A coordinator config on ephemeral ports with its database in `dir`.
+pub fn coordinator_config(dir: &std::path::Path) -> CoordinatorConfig {
+    CoordinatorConfig {
+        client_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        worker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        db_path: dir.join("taskyard.db"),
+        sweep_interval_millis: 50,
+        ..CoordinatorConfig::default()
+    }
+}
+
+pub fn worker_config(coordinator: SocketAddr, id: &str, capacity: u32) -> WorkerConfig {
+    WorkerConfig {
+        coordinator: coordinator.to_string(),
+        worker_id: id.to_string(),
+        capacity,
+        heartbeat_interval_millis: 200,
+        reconnect_max_millis: 200,
+        ..WorkerConfig::default()
+    }
+}
+
+/// A coordinator and its workers; stopped (gracefully) on drop.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub coordinator: Option<CoordinatorHandle>,
+    pub workers: Vec<WorkerHandle>,
+}
+
+impl Cluster {
+    /// Starts a coordinator and `workers` workers of `capacity` each, and
+    /// waits until every worker is registered.
+    pub fn start(workers: usize, capacity: u32) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut cluster = Cluster {
+            coordinator: Some(start_coordinator(coordinator_config(dir.path()))),
+            dir,
+            workers: Vec::new(),
+        };
+        for i in 0..workers {
+            cluster.add_worker(&format!("worker-{i}"), capacity);
+        }
+        cluster.wait_for_workers(workers);
+        cluster
+    }
+
+    pub fn coordinator(&self) -> &CoordinatorHandle {
+        self.coordinator.as_ref().expect("coordinator running")
+    }
+
+    pub fn client_addr(&self) -> String {
+        self.coordinator().client_addr.to_string()
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.dir.path().join("taskyard.db")
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(&self.client_addr()).expect("client connects")
+    }
+
+    pub fn add_worker(&mut self, id: &str, capacity: u32) {
+        let config = worker_config(self.coordinator().worker_addr, id, capacity);
+        self.workers.push(WorkerHandle::spawn(config, quiet_log()));
+    }
+
+    pub fn wait_for_workers(&self, n: usize) {
+        let mut client = self.client();
+        wait_until(&format!("{n} workers registered"), Duration::from_secs(10), || {
+            client.workers().map(|w| w.len() == n).unwrap_or(false)
+        });
+    }
+
+    /// Stops the workers, then the coordinator gracefully.
+    pub fn stop(&mut self) {
+        for worker in self.workers.drain(..) {
+            worker.stop();
+        }
+        if let Some(coordinator) = self.coordinator.take() {
+            coordinator.stop();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub fn start_coordinator(config: CoordinatorConfig) -> CoordinatorHandle {
+    CoordinatorHandle::spawn(config, quiet_log()).expect("coordinator starts")
+}
+
+/// Polls `condition` until it holds; panics naming `what` after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
