@@ -181,9 +181,15 @@ mod tests {
             ("low", Priority::Low),
             ("HIGH", Priority::High),
         ] {
-            assert_eq!(submit_args(&["--priority", text]).map(|a| a.priority).ok(), Some(level));
+            assert_eq!(
+                submit_args(&["--priority", text]).map(|a| a.priority).ok(),
+                Some(level)
+            );
         }
-        assert_eq!(submit_args(&[]).map(|a| a.priority).ok(), Some(Priority::Normal));
+        assert_eq!(
+            submit_args(&[]).map(|a| a.priority).ok(),
+            Some(Priority::Normal)
+        );
         let err = submit_args(&["--priority", "urgent"]).expect_err("urgent is no priority");
         assert!(err.to_string().contains("--priority"), "{err}");
     }
@@ -210,11 +216,17 @@ mod tests {
         let cli = parse(&["list", "--state", "retry-wait"]).expect("valid state");
         assert!(matches!(
             cli.command,
-            Command::List(ListArgs { state: Some(JobState::RetryWait), limit: 50 })
+            Command::List(ListArgs {
+                state: Some(JobState::RetryWait),
+                limit: 50
+            })
         ));
         let err = parse(&["list", "--state", "done"]).expect_err("unknown state");
         let text = err.to_string();
-        assert!(text.contains("--state") && text.contains("unknown job state"), "{text}");
+        assert!(
+            text.contains("--state") && text.contains("unknown job state"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -234,7 +246,13 @@ mod tests {
     #[test]
     fn wait_timeout_defaults_to_a_minute() {
         let cli = parse(&["wait", &JobId::new_random().to_string()]).expect("valid");
-        assert!(matches!(cli.command, Command::Wait(WaitArgs { timeout_secs: 60, .. })));
+        assert!(matches!(
+            cli.command,
+            Command::Wait(WaitArgs {
+                timeout_secs: 60,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -112,7 +112,11 @@ impl Client {
     }
 
     /// At most `limit` jobs, newest first, optionally only those in `state`.
-    pub fn list(&mut self, state: Option<JobState>, limit: u32) -> Result<Vec<JobView>, ClientError> {
+    pub fn list(
+        &mut self,
+        state: Option<JobState>,
+        limit: u32,
+    ) -> Result<Vec<JobView>, ClientError> {
         match self.request(ClientRequest::List { state, limit })? {
             ClientResponse::Jobs(jobs) => Ok(jobs),
             other => Err(unexpected("Jobs", &other)),
@@ -184,11 +188,11 @@ impl Client {
                 request_id,
                 response,
             } if request_id == id => Ok(response),
-            CoordinatorToClient::Response { request_id, .. } => Err(
-                ClientError::UnexpectedResponse(format!(
+            CoordinatorToClient::Response { request_id, .. } => {
+                Err(ClientError::UnexpectedResponse(format!(
                     "answer to request {request_id} while waiting for {id}"
-                )),
-            ),
+                )))
+            }
             CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
             CoordinatorToClient::Hello(_) => Err(ClientError::UnexpectedResponse(
                 "a second Hello".to_string(),
