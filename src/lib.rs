@@ -1,6 +1,8 @@
 //! taskyard: a distributed job scheduler with one durable coordinator.
 
 pub mod actors;
+pub mod cli;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod protocol;

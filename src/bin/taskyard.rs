@@ -1,1 +1,13 @@
-fn main() {}
+//! The `taskyard` CLI: parse the command line, run it, exit with its code.
+//! Exit codes are listed in `taskyard --help` and in
+//! `taskyard::cli::EXIT_CODES`.
+
+use clap::Parser;
+use std::process::ExitCode;
+use taskyard::cli::{self, Cli};
+
+fn main() -> ExitCode {
+    // Clap prints its own usage errors and exits 2 (`--help` and `--version` exit 0).
+    let cli = Cli::parse();
+    cli::run(cli)
+}

@@ -1,0 +1,117 @@
+//! Exit codes and the one error type every command returns.
+
+use crate::client::ClientError;
+use crate::protocol::{JobId, JobState};
+use std::process::ExitCode;
+use thiserror::Error;
+
+/// How the `taskyard` process ends. The numbers are a stable interface for
+/// scripts; `EXIT_CODES_HELP` documents them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: the command did what was asked (for `wait`: the job SUCCEEDED).
+    Success = 0,
+    /// 1: the job ended FAILED or CANCELLED.
+    JobFailed = 1,
+    /// 2: bad arguments (including an unknown job id), or the coordinator
+    /// was unreachable or broke off the conversation.
+    Usage = 2,
+    /// 3: the coordinator rejected the submission.
+    Rejected = 3,
+    /// 4: `wait` (or `submit --wait`) timed out before the job finished.
+    WaitTimedOut = 4,
+}
+
+/// The table behind `EXIT_CODES_HELP`, for a README or a test to quote.
+pub const EXIT_CODES: [(Exit, &str); 5] = [
+    (Exit::Success, "success"),
+    (Exit::JobFailed, "the job ended FAILED or CANCELLED"),
+    (Exit::Usage, "bad arguments or coordinator unreachable"),
+    (Exit::Rejected, "submission rejected"),
+    (Exit::WaitTimedOut, "wait timed out"),
+];
+
+/// The exit-code section of `taskyard --help`; kept equal to `EXIT_CODES`
+/// by a test.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success
+  1  the job ended FAILED or CANCELLED
+  2  bad arguments or coordinator unreachable
+  3  submission rejected
+  4  wait timed out";
+
+impl Exit {
+    /// The process exit status.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(exit.code())
+    }
+}
+
+/// Why a command did not succeed. `run` prints it as one line,
+/// `taskyard: <message>`, and exits with `exit()`.
+#[derive(Debug, Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Client(ClientError),
+    #[error("no job {0}")]
+    NoSuchJob(JobId),
+    #[error("submission rejected: {0}")]
+    Rejected(String),
+    #[error("timed out after {secs} s waiting for job {job_id}; it is still {state}")]
+    WaitTimedOut {
+        job_id: JobId,
+        state: JobState,
+        secs: u64,
+    },
+    #[error("cannot write output: {0}")]
+    Output(std::io::Error),
+}
+
+impl CliError {
+    /// The exit code this error ends the process with.
+    pub fn exit(&self) -> Exit {
+        match self {
+            CliError::Client(_) | CliError::NoSuchJob(_) | CliError::Output(_) => Exit::Usage,
+            CliError::Rejected(_) => Exit::Rejected,
+            CliError::WaitTimedOut { .. } => Exit::WaitTimedOut,
+        }
+    }
+}
+
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> CliError {
+        match e {
+            ClientError::NotFound(job_id) => CliError::NoSuchJob(job_id),
+            other => CliError::Client(other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_text_lists_every_exit_code() {
+        for (exit, meaning) in EXIT_CODES {
+            let line = format!("  {}  {meaning}", exit.code());
+            assert!(EXIT_CODES_HELP.contains(&line), "missing {line:?}");
+        }
+        assert_eq!(EXIT_CODES_HELP.lines().count(), EXIT_CODES.len() + 1);
+    }
+
+    #[test]
+    fn unknown_job_from_the_client_is_a_bad_argument() {
+        let id = JobId::new_random();
+        let e = CliError::from(ClientError::NotFound(id));
+        assert_eq!(e.exit(), Exit::Usage);
+        assert_eq!(e.to_string(), format!("no job {id}"));
+    }
+}

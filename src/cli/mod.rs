@@ -1,0 +1,263 @@
+//! The `taskyard` command line: clap definitions here, one function per
+//! command in `commands`, rendering in `output`.
+//!
+//! Adding a subcommand is one variant in `Command` (with its `Args` struct)
+//! and one arm in `dispatch`, calling a function that takes `&Context` and
+//! returns `Result<Exit, CliError>`.
+
+pub mod commands;
+pub mod exit;
+pub mod output;
+pub mod time;
+
+pub use exit::{CliError, Exit, EXIT_CODES, EXIT_CODES_HELP};
+
+use crate::client::{Client, ClientError};
+use crate::protocol::{JobId, JobState, Priority};
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Where the CLI looks for the coordinator's client listener by default.
+pub const DEFAULT_COORDINATOR: &str = "127.0.0.1:7400";
+
+/// `taskyard`: submit jobs to a coordinator and inspect them.
+#[derive(Debug, Parser)]
+#[command(name = "taskyard", version, about, after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    /// The coordinator's client address (host:port).
+    #[arg(
+        long,
+        global = true,
+        env = "TASKYARD_COORDINATOR",
+        default_value = DEFAULT_COORDINATOR,
+        value_name = "ADDR"
+    )]
+    pub coordinator: String,
+    /// Print one JSON document instead of human-readable text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Submit a job and print its id.
+    Submit(SubmitArgs),
+    /// Show one job.
+    Status(StatusArgs),
+    /// Wait for a job to finish; the exit code says how it ended.
+    Wait(WaitArgs),
+    /// List jobs, newest first.
+    List(ListArgs),
+    /// List connected workers.
+    Workers,
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// The task type, e.g. echo, sleep or fail.
+    #[arg(value_name = "TYPE")]
+    pub task_type: String,
+    /// The task's payload as JSON, e.g. '{"message":"hi"}'.
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    pub payload: serde_json::Value,
+    /// high, normal or low.
+    #[arg(long, default_value = "normal")]
+    pub priority: Priority,
+    /// Attempts before the job FAILS (default: the coordinator's).
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Per-attempt timeout in milliseconds (default: the coordinator's).
+    #[arg(long, value_name = "N")]
+    pub timeout_ms: Option<u64>,
+    /// Wait for the job to finish, then report like `wait`.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long `--wait` waits.
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    pub wait_timeout_secs: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The job id printed by `submit`.
+    #[arg(value_name = "ID")]
+    pub job_id: JobId,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The job id printed by `submit`.
+    #[arg(value_name = "ID")]
+    pub job_id: JobId,
+    /// Give up (exit 4) after this many seconds.
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    pub timeout_secs: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only jobs in this state: queued, running, retry_wait, succeeded, failed or cancelled.
+    #[arg(long)]
+    pub state: Option<JobState>,
+    /// At most this many jobs.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: u32,
+}
+
+/// What every command needs from the global flags.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub coordinator: String,
+    pub json: bool,
+}
+
+impl Context {
+    /// A connected client for `--coordinator`.
+    pub fn connect(&self) -> Result<Client, ClientError> {
+        Client::connect(&self.coordinator)
+    }
+}
+
+/// Runs the parsed command. Errors are printed here, as one line
+/// `taskyard: <message>` on stderr; the return value is the exit status.
+pub fn run(cli: Cli) -> ExitCode {
+    let ctx = Context {
+        coordinator: cli.coordinator,
+        json: cli.json,
+    };
+    match dispatch(&ctx, cli.command) {
+        Ok(exit) => exit.into(),
+        Err(e) => {
+            output::warn(&format!("taskyard: {e}"));
+            e.exit().into()
+        }
+    }
+}
+
+fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
+    match command {
+        Command::Submit(args) => commands::submit(ctx, args),
+        Command::Status(args) => commands::status(ctx, args),
+        Command::Wait(args) => commands::wait(ctx, args),
+        Command::List(args) => commands::list(ctx, args),
+        Command::Workers => commands::workers(ctx),
+    }
+}
+
+fn parse_json(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("taskyard").chain(args.iter().copied()))
+    }
+
+    fn submit_args(extra: &[&str]) -> Result<SubmitArgs, clap::Error> {
+        let mut args = vec!["submit", "echo", "--payload", r#"{"message":"hi"}"#];
+        args.extend_from_slice(extra);
+        match parse(&args)?.command {
+            Command::Submit(submit) => Ok(submit),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn clap_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn priority_accepts_the_three_levels_and_defaults_to_normal() {
+        for (text, level) in [
+            ("high", Priority::High),
+            ("normal", Priority::Normal),
+            ("low", Priority::Low),
+            ("HIGH", Priority::High),
+        ] {
+            assert_eq!(
+                submit_args(&["--priority", text]).map(|a| a.priority).ok(),
+                Some(level)
+            );
+        }
+        assert_eq!(
+            submit_args(&[]).map(|a| a.priority).ok(),
+            Some(Priority::Normal)
+        );
+        let err = submit_args(&["--priority", "urgent"]).expect_err("urgent is no priority");
+        assert!(err.to_string().contains("--priority"), "{err}");
+    }
+
+    #[test]
+    fn payload_is_parsed_as_json() {
+        let args = submit_args(&["--max-attempts", "5", "--wait"]).expect("valid");
+        assert_eq!(args.payload, serde_json::json!({ "message": "hi" }));
+        assert_eq!(args.max_attempts, Some(5));
+        assert!(args.wait);
+    }
+
+    #[test]
+    fn bad_payload_json_is_an_error_naming_payload() {
+        let err = parse(&["submit", "echo", "--payload", "{message: hi"]).expect_err("bad JSON");
+        assert_eq!(err.exit_code(), 2);
+        let text = err.to_string();
+        assert!(text.contains("--payload"), "{text}");
+        assert!(text.contains("not valid JSON"), "{text}");
+    }
+
+    #[test]
+    fn state_filter_parses_any_case_and_rejects_unknown_states() {
+        let cli = parse(&["list", "--state", "retry-wait"]).expect("valid state");
+        assert!(matches!(
+            cli.command,
+            Command::List(ListArgs {
+                state: Some(JobState::RetryWait),
+                limit: 50
+            })
+        ));
+        let err = parse(&["list", "--state", "done"]).expect_err("unknown state");
+        let text = err.to_string();
+        assert!(
+            text.contains("--state") && text.contains("unknown job state"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unparsable_job_id_is_an_error_naming_the_argument() {
+        let err = parse(&["status", "not-a-uuid"]).expect_err("bad id");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("<ID>"), "{err}");
+    }
+
+    #[test]
+    fn global_flags_are_accepted_after_the_subcommand() {
+        let cli = parse(&["workers", "--json", "--coordinator", "10.0.0.1:1"]).expect("valid");
+        assert!(cli.json);
+        assert_eq!(cli.coordinator, "10.0.0.1:1");
+    }
+
+    #[test]
+    fn wait_timeout_defaults_to_a_minute() {
+        let cli = parse(&["wait", &JobId::new_random().to_string()]).expect("valid");
+        assert!(matches!(
+            cli.command,
+            Command::Wait(WaitArgs {
+                timeout_secs: 60,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn help_documents_the_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains(EXIT_CODES_HELP), "{help}");
+    }
+}

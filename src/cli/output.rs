@@ -1,0 +1,316 @@
+//! Rendering: every function here turns answers into text (human) or a JSON
+//! value (`--json`) and does no I/O, except `emit` and `warn` which write it.
+//!
+//! JSON shape of a job (`job_json`): the `JobView` fields under their wire
+//! names, times as unix milliseconds, `payload` as the decoded JSON value,
+//! `result` as a string when it is UTF-8, and `result_hex` (lowercase hex)
+//! when it is not. `payload_hex` likewise when the payload is not decodable.
+
+use crate::cli::exit::CliError;
+use crate::cli::time::format_millis;
+use crate::protocol::payloads::decode_value;
+use crate::protocol::{JobId, JobView, WorkerView};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+/// Writes `text` and a newline to stdout. A closed pipe (`taskyard list |
+/// head`) is not an error: the reader has what it wanted.
+pub fn emit(text: &str) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(CliError::Output(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Writes one line to stderr; a failure to do so is ignored, as there is
+/// nowhere left to report it.
+pub fn warn(line: &str) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
+
+/// The note shown when no connected worker runs a job's task type.
+pub fn no_worker_note(task_type: &str) -> String {
+    format!("note: no connected worker runs task type {task_type:?}; the job waits until one does")
+}
+
+/// A pretty-printed JSON document.
+pub fn json_text(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// `submit` output.
+pub fn submitted(job_id: JobId, no_worker: bool, as_json: bool) -> String {
+    if as_json {
+        json_text(&json!({ "job_id": job_id, "no_worker": no_worker }))
+    } else {
+        job_id.to_string()
+    }
+}
+
+/// A job as JSON (shape in the module docs).
+pub fn job_json(job: &JobView) -> Value {
+    let (payload, payload_hex) = match decode_value(&job.payload) {
+        Ok(value) => (value, None),
+        Err(_) => (Value::Null, Some(hex(&job.payload))),
+    };
+    let (result, result_hex) = match job.result.as_deref().map(std::str::from_utf8) {
+        None => (None, None),
+        Some(Ok(text)) => (Some(text), None),
+        Some(Err(_)) => (None, job.result.as_deref().map(hex)),
+    };
+    json!({
+        "job_id": job.job_id,
+        "task_type": job.task_type,
+        "state": job.state,
+        "priority": job.priority,
+        "sequence": job.sequence,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "timeout_ms": job.timeout_ms,
+        "submitted_at": job.submitted_at,
+        "updated_at": job.updated_at,
+        "worker_id": job.worker_id,
+        "lease": job.lease,
+        "payload": payload,
+        "payload_hex": payload_hex,
+        "result": result,
+        "result_hex": result_hex,
+        "error": job.error,
+        "next_retry_at": job.next_retry_at,
+        "no_worker": job.no_worker,
+    })
+}
+
+/// `status` output: one `label  value` line per field; absent optional
+/// fields (result, error, next retry) are left out.
+pub fn job_details(job: &JobView) -> String {
+    let mut lines = vec![
+        ("job", job.job_id.to_string()),
+        ("type", job.task_type.clone()),
+        ("state", job.state.to_string()),
+        ("priority", job.priority.to_string()),
+        ("attempts", format!("{}/{}", job.attempts, job.max_attempts)),
+        ("worker", or_dash(job.worker_id.as_ref())),
+        ("lease", or_dash(job.lease.as_ref())),
+        ("submitted", format_millis(job.submitted_at)),
+        ("updated", format_millis(job.updated_at)),
+        ("payload", payload_text(&job.payload)),
+    ];
+    if let Some(result) = &job.result {
+        lines.push(("result", result_text(result)));
+    }
+    if let Some(error) = &job.error {
+        lines.push(("error", error.clone()));
+    }
+    if let Some(at) = job.next_retry_at {
+        lines.push(("next retry", format_millis(at)));
+    }
+    let mut out = String::new();
+    for (label, value) in lines {
+        let _ = writeln!(out, "{label:<11}{value}");
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// How a finished job reads in `wait`: the result for SUCCEEDED (empty when
+/// there is none), otherwise the state and the error.
+pub fn finished(job: &JobView) -> String {
+    if job.state == crate::protocol::JobState::Succeeded {
+        return job.result.as_deref().map(result_text).unwrap_or_default();
+    }
+    format!(
+        "job {} {} after {}/{} attempts: {}",
+        job.job_id,
+        job.state,
+        job.attempts,
+        job.max_attempts,
+        job.error.as_deref().unwrap_or("no error recorded")
+    )
+}
+
+/// `list` output.
+pub fn jobs_table(jobs: &[JobView]) -> String {
+    let rows = jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.job_id.to_string(),
+                j.task_type.clone(),
+                j.state.to_string(),
+                j.priority.to_string(),
+                format!("{}/{}", j.attempts, j.max_attempts),
+                format_millis(j.updated_at),
+            ]
+        })
+        .collect();
+    let headers = ["ID", "TYPE", "STATE", "PRIORITY", "ATTEMPTS", "UPDATED"];
+    table(&headers, rows)
+}
+
+/// `workers` output.
+pub fn workers_table(workers: &[WorkerView]) -> String {
+    let rows = workers
+        .iter()
+        .map(|w| {
+            vec![
+                w.worker_id.to_string(),
+                w.capacity.to_string(),
+                w.active.to_string(),
+                w.task_types.join(","),
+                format_millis(w.last_heartbeat_at),
+            ]
+        })
+        .collect();
+    let headers = [
+        "WORKER",
+        "CAPACITY",
+        "ACTIVE",
+        "TASK TYPES",
+        "LAST HEARTBEAT",
+    ];
+    table(&headers, rows)
+}
+
+/// Left-aligned columns two spaces apart, sized to their widest cell.
+fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let header_row = headers.iter().map(|h| h.to_string()).collect();
+    let mut out = String::new();
+    for row in std::iter::once(header_row).chain(rows) {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:<width$}  ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out.pop();
+    out
+}
+
+fn or_dash<T: ToString>(value: Option<&T>) -> String {
+    value.map_or_else(|| "-".to_string(), T::to_string)
+}
+
+fn payload_text(payload: &[u8]) -> String {
+    match decode_value(payload) {
+        Ok(value) => value.to_string(),
+        Err(_) => format!("<{} bytes, not MessagePack>", payload.len()),
+    }
+}
+
+/// A result as text when it is UTF-8, else its size.
+pub fn result_text(result: &[u8]) -> String {
+    match std::str::from_utf8(result) {
+        Ok(text) => text.to_string(),
+        Err(_) => format!("<{} bytes>", result.len()),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::payloads::encode_json;
+    use crate::protocol::{JobState, Priority, WorkerId};
+
+    fn job() -> JobView {
+        JobView {
+            job_id: JobId::new_random(),
+            task_type: "echo".into(),
+            payload: encode_json(&json!({ "message": "hi" })),
+            state: JobState::Succeeded,
+            priority: Priority::High,
+            sequence: 3,
+            attempts: 1,
+            max_attempts: 3,
+            timeout_ms: 30_000,
+            submitted_at: 0,
+            updated_at: 1_700_000_000_123,
+            worker_id: Some(WorkerId("w1".into())),
+            lease: None,
+            result: Some(b"hi".to_vec()),
+            error: None,
+            next_retry_at: None,
+            no_worker: false,
+        }
+    }
+
+    #[test]
+    fn job_json_decodes_payload_and_shows_utf8_result_as_text() {
+        let view = job();
+        let value = job_json(&view);
+        assert_eq!(value["job_id"], json!(view.job_id.to_string()));
+        assert_eq!(value["state"], json!("SUCCEEDED"));
+        assert_eq!(value["priority"], json!("high"));
+        assert_eq!(value["payload"], json!({ "message": "hi" }));
+        assert_eq!(value["result"], json!("hi"));
+        assert_eq!(value["result_hex"], Value::Null);
+        assert_eq!(value["worker_id"], json!("w1"));
+        assert_eq!(value["lease"], Value::Null);
+        assert_eq!(value["updated_at"], json!(1_700_000_000_123_i64));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(19));
+    }
+
+    #[test]
+    fn job_json_gives_non_utf8_result_as_hex() {
+        let view = JobView {
+            result: Some(vec![0xff, 0x00, 0x1a]),
+            ..job()
+        };
+        let value = job_json(&view);
+        assert_eq!(value["result"], Value::Null);
+        assert_eq!(value["result_hex"], json!("ff001a"));
+    }
+
+    #[test]
+    fn details_show_times_attempts_and_result() {
+        let text = job_details(&job());
+        assert!(text.contains("attempts   1/3"), "{text}");
+        assert!(
+            text.contains("updated    2023-11-14T22:13:20.123Z"),
+            "{text}"
+        );
+        assert!(text.contains(r#"payload    {"message":"hi"}"#), "{text}");
+        assert!(text.contains("result     hi"), "{text}");
+        assert!(text.contains("lease      -"), "{text}");
+        assert!(!text.contains("error"), "{text}");
+    }
+
+    #[test]
+    fn failed_job_reads_as_state_and_error() {
+        let view = JobView {
+            state: JobState::Failed,
+            attempts: 3,
+            error: Some("boom".into()),
+            ..job()
+        };
+        assert!(finished(&view).ends_with("FAILED after 3/3 attempts: boom"));
+        assert_eq!(finished(&job()), "hi");
+    }
+
+    #[test]
+    fn tables_align_columns_under_their_headers() {
+        let text = table(&["A", "LONG"], vec![vec!["wide cell".into(), "x".into()]]);
+        assert_eq!(text, "A          LONG\nwide cell  x");
+    }
+
+    #[test]
+    fn binary_result_is_shown_as_its_size() {
+        assert_eq!(result_text(&[0xff, 0xfe]), "<2 bytes>");
+    }
+}

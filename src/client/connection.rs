@@ -1,0 +1,91 @@
+//! A blocking framed connection: whole frames in, whole frames out, over one
+//! `TcpStream`, using the same `FrameCodec` as the async peers.
+
+use crate::client::ClientError;
+use crate::protocol::{ClientMessage, CoordinatorToClient, FrameCodec};
+use bytes::BytesMut;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use tokio_util::codec::{Decoder, Encoder};
+
+/// Bytes asked of the socket per `read` call.
+const READ_CHUNK: usize = 8 * 1024;
+
+/// One client connection. Frames are written whole; a partially received
+/// frame stays in `read_buf` until the rest arrives.
+pub(crate) struct Connection {
+    stream: TcpStream,
+    codec: FrameCodec<CoordinatorToClient, ClientMessage>,
+    read_buf: BytesMut,
+    write_buf: BytesMut,
+    read_timeout: Duration,
+}
+
+impl Connection {
+    /// Wraps a connected stream whose read timeout is already `read_timeout`.
+    pub(crate) fn new(stream: TcpStream, max_frame_bytes: usize, read_timeout: Duration) -> Self {
+        Connection {
+            stream,
+            codec: FrameCodec::new(max_frame_bytes),
+            read_buf: BytesMut::with_capacity(READ_CHUNK),
+            write_buf: BytesMut::new(),
+            read_timeout,
+        }
+    }
+
+    /// Encodes and writes one frame; returns once it is handed to the kernel.
+    pub(crate) fn send(&mut self, message: ClientMessage) -> Result<(), ClientError> {
+        self.write_buf.clear();
+        self.codec.encode(message, &mut self.write_buf)?;
+        self.stream
+            .write_all(&self.write_buf)
+            .and_then(|()| self.stream.flush())
+            .map_err(|e| self.io_error(e))
+    }
+
+    /// Blocks until one whole frame has arrived. A clean close between frames
+    /// is `Closed`; a close inside a frame is `ProtocolError::Truncated`.
+    pub(crate) fn receive(&mut self) -> Result<CoordinatorToClient, ClientError> {
+        loop {
+            if let Some(frame) = self.codec.decode(&mut self.read_buf)? {
+                return Ok(frame);
+            }
+            if self.fill()? == 0 {
+                return match self.codec.decode_eof(&mut self.read_buf)? {
+                    Some(frame) => Ok(frame),
+                    None => Err(ClientError::Closed),
+                };
+            }
+        }
+    }
+
+    /// Reads whatever the socket has (at least one byte unless at EOF).
+    fn fill(&mut self) -> Result<usize, ClientError> {
+        let mut chunk = [0u8; READ_CHUNK];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(n) => {
+                    self.read_buf.extend_from_slice(&chunk[..n]);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.io_error(e)),
+            }
+        }
+    }
+
+    /// A socket timeout (reported as `WouldBlock` on Unix, `TimedOut` on
+    /// Windows) is `NoAnswer`; a reset by the peer is `Closed`.
+    fn io_error(&self, e: io::Error) -> ClientError {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                ClientError::NoAnswer(self.read_timeout)
+            }
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => ClientError::Closed,
+            _ => ClientError::Io(e),
+        }
+    }
+}

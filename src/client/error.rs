@@ -1,0 +1,41 @@
+//! Everything that can go wrong between the client and the coordinator.
+
+use crate::protocol::{JobId, ProtocolError};
+use std::io;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why a client call did not produce an answer. After any error other than
+/// `NotFound` the connection should be considered unusable.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// The address did not resolve, or no resolved address accepted a
+    /// connection within the connect timeout.
+    #[error("cannot reach coordinator at {addr}: {reason}")]
+    Unreachable { addr: String, reason: String },
+    /// The coordinator sent an `Error` frame; it closes the connection after it.
+    #[error("coordinator refused: {message}")]
+    Refused { message: String },
+    /// The coordinator answered `Hello` with a protocol version we do not speak.
+    #[error("coordinator speaks protocol version {theirs}, this client speaks {ours}")]
+    VersionMismatch { ours: u32, theirs: u32 },
+    /// A frame could not be encoded, or an incoming frame could not be decoded.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// Reading or writing the socket failed.
+    #[error("connection error: {0}")]
+    Io(#[source] io::Error),
+    /// No complete answer arrived within the read timeout.
+    #[error("coordinator did not answer within {} s", .0.as_secs())]
+    NoAnswer(Duration),
+    /// The coordinator closed the connection between frames.
+    #[error("coordinator closed the connection")]
+    Closed,
+    /// A well-formed frame that is not the answer to the request just sent.
+    #[error("unexpected answer from coordinator: {0}")]
+    UnexpectedResponse(String),
+    /// The coordinator does not know this job (only from `Client::wait`;
+    /// `Client::status` answers `None` instead).
+    #[error("no job {0}")]
+    NotFound(JobId),
+}

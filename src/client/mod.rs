@@ -1,0 +1,244 @@
+//! The blocking client library: one TCP connection to the coordinator's
+//! client listener, one request at a time, no async runtime.
+//!
+//! ```no_run
+//! use taskyard::client::Client;
+//! use taskyard::protocol::{payloads, Priority, SubmitRequest};
+//!
+//! let mut client = Client::connect("127.0.0.1:7400")?;
+//! let answer = client.submit(SubmitRequest {
+//!     task_type: "echo".into(),
+//!     payload: payloads::encode_json(&serde_json::json!({ "message": "hi" })),
+//!     priority: Priority::Normal,
+//!     max_attempts: None,
+//!     timeout_ms: None,
+//! })?;
+//! # Ok::<(), taskyard::client::ClientError>(())
+//! ```
+
+mod connection;
+mod error;
+
+pub use error::ClientError;
+
+use crate::protocol::{
+    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello, JobId, JobState,
+    JobView, Role, SubmitAnswer, SubmitRequest, WorkerView, PROTOCOL_VERSION,
+};
+use connection::Connection;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long `Client::connect` waits for each resolved address to accept.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long any single answer may take before the call fails with
+/// `ClientError::NoAnswer`, so a hung coordinator cannot hang the caller.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest frame the client accepts. Larger than the coordinator's default
+/// `max-frame-bytes` so that a coordinator configured above the default can
+/// still answer a `List`; what we send is bounded by the coordinator itself.
+pub const CLIENT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// How `Client::wait` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// The job reached a terminal state; this is its final view.
+    Finished(JobView),
+    /// The timeout passed first; this is the last view seen (not terminal).
+    TimedOut(JobView),
+}
+
+/// A connection to a coordinator that has accepted our `Hello`. Calls block
+/// until their answer arrives, and each answer is checked to carry the
+/// request id of the call that is waiting for it.
+pub struct Client {
+    addr: String,
+    connection: Connection,
+    next_request_id: u64,
+}
+
+impl Client {
+    /// Connects (at most `CONNECT_TIMEOUT` per resolved address) and
+    /// exchanges `Hello`. A coordinator that refuses us sends `Error` and
+    /// closes; that is `ClientError::Refused`.
+    pub fn connect(addr: &str) -> Result<Client, ClientError> {
+        let stream = open_stream(addr)?;
+        let mut client = Client {
+            addr: addr.to_string(),
+            connection: Connection::new(stream, CLIENT_MAX_FRAME_BYTES, READ_TIMEOUT),
+            next_request_id: 1,
+        };
+        client.handshake()?;
+        Ok(client)
+    }
+
+    /// The address as given to `connect`.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Submits one job. A rejection is an answer (`SubmitAnswer::Rejected`),
+    /// not an error.
+    pub fn submit(&mut self, req: SubmitRequest) -> Result<SubmitAnswer, ClientError> {
+        match self.request(ClientRequest::Submit(req))? {
+            ClientResponse::Submitted(answer) => Ok(answer),
+            other => Err(unexpected("Submitted", &other)),
+        }
+    }
+
+    /// Submits many jobs in one frame; the answers are in request order, one each.
+    pub fn submit_batch(
+        &mut self,
+        reqs: Vec<SubmitRequest>,
+    ) -> Result<Vec<SubmitAnswer>, ClientError> {
+        let sent = reqs.len();
+        match self.request(ClientRequest::SubmitBatch(reqs))? {
+            ClientResponse::BatchSubmitted(answers) if answers.len() == sent => Ok(answers),
+            ClientResponse::BatchSubmitted(answers) => Err(ClientError::UnexpectedResponse(
+                format!("{} answers to a batch of {sent}", answers.len()),
+            )),
+            other => Err(unexpected("BatchSubmitted", &other)),
+        }
+    }
+
+    /// One job's current view; `None` if the coordinator does not know it.
+    pub fn status(&mut self, job_id: JobId) -> Result<Option<JobView>, ClientError> {
+        match self.request(ClientRequest::Status { job_id })? {
+            ClientResponse::Job(view) => Ok(Some(*view)),
+            ClientResponse::NotFound { .. } => Ok(None),
+            other => Err(unexpected("Job", &other)),
+        }
+    }
+
+    /// At most `limit` jobs, newest first, optionally only those in `state`.
+    pub fn list(
+        &mut self,
+        state: Option<JobState>,
+        limit: u32,
+    ) -> Result<Vec<JobView>, ClientError> {
+        match self.request(ClientRequest::List { state, limit })? {
+            ClientResponse::Jobs(jobs) => Ok(jobs),
+            other => Err(unexpected("Jobs", &other)),
+        }
+    }
+
+    /// Every worker currently connected to the coordinator.
+    pub fn workers(&mut self) -> Result<Vec<WorkerView>, ClientError> {
+        match self.request(ClientRequest::Workers)? {
+            ClientResponse::Workers(workers) => Ok(workers),
+            other => Err(unexpected("Workers", &other)),
+        }
+    }
+
+    /// Polls `status` every `poll` until the job is terminal or `timeout`
+    /// has passed; the status is always asked at least once, and once more
+    /// at the deadline. An unknown job is `ClientError::NotFound`.
+    pub fn wait(
+        &mut self,
+        job_id: JobId,
+        timeout: Duration,
+        poll: Duration,
+    ) -> Result<WaitOutcome, ClientError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let view = self.status(job_id)?.ok_or(ClientError::NotFound(job_id))?;
+            if view.state.is_terminal() {
+                return Ok(WaitOutcome::Finished(view));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(WaitOutcome::TimedOut(view));
+            }
+            thread::sleep(poll.min(deadline - now));
+        }
+    }
+
+    fn handshake(&mut self) -> Result<(), ClientError> {
+        self.connection.send(ClientMessage::Hello(Hello {
+            protocol_version: PROTOCOL_VERSION,
+            role: Role::Client,
+        }))?;
+        match self.connection.receive()? {
+            CoordinatorToClient::Hello(hello) if hello.protocol_version == PROTOCOL_VERSION => {
+                Ok(())
+            }
+            CoordinatorToClient::Hello(hello) => Err(ClientError::VersionMismatch {
+                ours: PROTOCOL_VERSION,
+                theirs: hello.protocol_version,
+            }),
+            CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
+            CoordinatorToClient::Response { request_id, .. } => Err(
+                ClientError::UnexpectedResponse(format!("response {request_id} before Hello")),
+            ),
+        }
+    }
+
+    /// Sends `request` under the next request id and returns the answer
+    /// carrying that id.
+    fn request(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        self.connection.send(ClientMessage::Request {
+            request_id: id,
+            request,
+        })?;
+        match self.connection.receive()? {
+            CoordinatorToClient::Response {
+                request_id,
+                response,
+            } if request_id == id => Ok(response),
+            CoordinatorToClient::Response { request_id, .. } => {
+                Err(ClientError::UnexpectedResponse(format!(
+                    "answer to request {request_id} while waiting for {id}"
+                )))
+            }
+            CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
+            CoordinatorToClient::Hello(_) => Err(ClientError::UnexpectedResponse(
+                "a second Hello".to_string(),
+            )),
+        }
+    }
+}
+
+/// Resolves `addr` and connects to the first resolved address that accepts.
+fn open_stream(addr: &str) -> Result<TcpStream, ClientError> {
+    let unreachable = |reason: String| ClientError::Unreachable {
+        addr: addr.to_string(),
+        reason,
+    };
+    let candidates: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| unreachable(e.to_string()))?
+        .collect();
+    let mut last_error = None;
+    for candidate in &candidates {
+        match TcpStream::connect_timeout(candidate, CONNECT_TIMEOUT) {
+            Ok(stream) => return configure(stream).map_err(|e| unreachable(e.to_string())),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(unreachable(match last_error {
+        Some(e) => e.to_string(),
+        None => "the address resolved to nothing".to_string(),
+    }))
+}
+
+fn configure(stream: TcpStream) -> std::io::Result<TcpStream> {
+    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    stream.set_write_timeout(Some(READ_TIMEOUT))?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
+    let got = match got {
+        ClientResponse::Submitted(_) => "Submitted",
+        ClientResponse::BatchSubmitted(_) => "BatchSubmitted",
+        ClientResponse::Job(_) => "Job",
+        ClientResponse::NotFound { .. } => "NotFound",
+        ClientResponse::Jobs(_) => "Jobs",
+        ClientResponse::Workers(_) => "Workers",
+    };
+    ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
+}
