@@ -72,13 +72,19 @@ pub enum CliError {
     },
     #[error("cannot write output: {0}")]
     Output(std::io::Error),
+    /// `dev` could not start: bad config, database or listen address.
+    #[error("{0}")]
+    Setup(String),
 }
 
 impl CliError {
     /// The exit code this error ends the process with.
     pub fn exit(&self) -> Exit {
         match self {
-            CliError::Client(_) | CliError::NoSuchJob(_) | CliError::Output(_) => Exit::Usage,
+            CliError::Client(_)
+            | CliError::NoSuchJob(_)
+            | CliError::Output(_)
+            | CliError::Setup(_) => Exit::Usage,
             CliError::Rejected(_) => Exit::Rejected,
             CliError::WaitTimedOut { .. } => Exit::WaitTimedOut,
         }

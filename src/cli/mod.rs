@@ -6,6 +6,7 @@
 //! returns `Result<Exit, CliError>`.
 
 pub mod commands;
+pub mod dev;
 pub mod exit;
 pub mod output;
 pub mod time;
@@ -52,6 +53,8 @@ pub enum Command {
     List(ListArgs),
     /// List connected workers.
     Workers,
+    /// Run a local cluster: a coordinator and embedded workers in this process.
+    Dev(dev::DevArgs),
 }
 
 #[derive(Debug, Args)]
@@ -143,6 +146,7 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Wait(args) => commands::wait(ctx, args),
         Command::List(args) => commands::list(ctx, args),
         Command::Workers => commands::workers(ctx),
+        Command::Dev(args) => dev::run(args),
     }
 }
 
