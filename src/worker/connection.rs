@@ -23,6 +23,9 @@ type Connection = Framed<TcpStream, FrameCodec<CoordinatorToWorker, WorkerMessag
 /// Frames queued for the writer; heartbeats and results wait here when the
 /// socket is slow instead of piling up without bound.
 const WRITE_QUEUE: usize = 256;
+/// Longest wait for connect, `Hello` and `Registered` together, so a
+/// coordinator that accepts but never answers does not stall the worker.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// First reconnection delay; doubles up to `reconnect-max-millis`.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -42,6 +45,8 @@ pub enum ConnectionError {
     VersionMismatch { ours: u32, theirs: u32 },
     #[error("connection closed by the coordinator")]
     Closed,
+    #[error("no registration within {0:?}")]
+    HandshakeTimeout(Duration),
     #[error("frame writer failed: {0}")]
     Writer(String),
 }
@@ -66,7 +71,9 @@ pub async fn run(worker: Worker, shutdown: CancellationToken) {
     loop {
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => break,
-            attempt = worker.connect_and_register() => attempt,
+            attempt = tokio::time::timeout(HANDSHAKE_TIMEOUT, worker.connect_and_register()) => {
+                attempt.unwrap_or(Err(ConnectionError::HandshakeTimeout(HANDSHAKE_TIMEOUT)))
+            }
         };
         match attempt {
             Ok(conn) => {

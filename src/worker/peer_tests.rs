@@ -341,6 +341,27 @@ async fn error_answer_to_hello_is_logged_and_retried() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn silent_coordinator_is_abandoned_and_retried() {
+    let h = Harness::start("w-silent", 1).await;
+    let mut silent = h.accept().await;
+    expect_hello(&mut silent).await;
+    let start = Instant::now();
+    let (_peer, register) = h.accept_registered().await;
+    assert!(matches!(register, WorkerMessage::Register { .. }));
+    assert!(
+        start.elapsed() >= Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        next(&mut silent).await,
+        None,
+        "the silent connection was closed"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn shutdown_closes_the_connection() {
     let h = Harness::start("w-stop", 1).await;
     let (mut peer, _) = h.accept_registered().await;
