@@ -1,0 +1,412 @@
+//! The worker against an in-test coordinator: a real TCP listener speaking
+//! the protocol from the coordinator's side.
+
+use super::*;
+use crate::protocol::payloads::encode_json;
+use crate::protocol::{
+    CoordinatorToWorker, FrameCodec, Hello, JobId, LeaseId, ProtocolError, Role, TaskOutcome,
+    WorkerMessage,
+};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use slog::{Drain, Level, Never, OwnedKVList, Record};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{timeout, Instant};
+use tokio_util::codec::Framed;
+
+type Peer = Framed<TcpStream, FrameCodec<WorkerMessage, CoordinatorToWorker>>;
+type Lines = Arc<Mutex<Vec<(Level, String)>>>;
+
+const HEARTBEAT: Duration = Duration::from_millis(1000);
+/// Generous in virtual time: only reached if the worker really is silent.
+const PATIENCE: Duration = Duration::from_secs(600);
+
+/// A logger that keeps every record as (level, "message key=value ...").
+fn capturing_logger() -> (Logger, Lines) {
+    let lines = Lines::default();
+    (Logger::root(Capture(lines.clone()), o!()), lines)
+}
+
+struct Capture(Lines);
+struct KvText(String);
+
+impl slog::Serializer for KvText {
+    fn emit_arguments(&mut self, key: slog::Key, val: &std::fmt::Arguments) -> slog::Result {
+        let _ = write!(self.0, " {key}={val}");
+        Ok(())
+    }
+}
+
+impl Drain for Capture {
+    type Ok = ();
+    type Err = Never;
+    fn log(&self, record: &Record, values: &OwnedKVList) -> Result<(), Never> {
+        let mut text = KvText(record.msg().to_string());
+        let _ = slog::KV::serialize(&record.kv(), record, &mut text);
+        let _ = slog::KV::serialize(values, record, &mut text);
+        if let Ok(mut lines) = self.0.lock() {
+            lines.push((record.level(), text.0));
+        }
+        Ok(())
+    }
+}
+
+struct Harness {
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    worker: tokio::task::JoinHandle<()>,
+    lines: Lines,
+}
+
+impl Harness {
+    async fn start(worker_id: &str, capacity: u32) -> Harness {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let config = WorkerConfig {
+            coordinator: listener.local_addr().expect("addr").to_string(),
+            worker_id: worker_id.to_string(),
+            capacity,
+            heartbeat_interval_millis: HEARTBEAT.as_millis() as u64,
+            reconnect_max_millis: 1000,
+            ..WorkerConfig::default()
+        };
+        let (log, lines) = capturing_logger();
+        let shutdown = CancellationToken::new();
+        let worker = tokio::spawn(run(config, log, shutdown.clone()));
+        Harness {
+            listener,
+            shutdown,
+            worker,
+            lines,
+        }
+    }
+
+    async fn accept(&self) -> Peer {
+        let (stream, _) = timeout(PATIENCE, self.listener.accept())
+            .await
+            .expect("worker connects")
+            .expect("accept");
+        Framed::new(
+            stream,
+            FrameCodec::new(crate::protocol::DEFAULT_MAX_FRAME_BYTES),
+        )
+    }
+
+    /// Accepts and completes Hello/Register; returns what was registered.
+    async fn accept_registered(&self) -> (Peer, WorkerMessage) {
+        let mut peer = self.accept().await;
+        expect_hello(&mut peer).await;
+        send(&mut peer, CoordinatorToWorker::Hello(hello())).await;
+        let register = next(&mut peer).await.expect("Register");
+        let WorkerMessage::Register { worker_id, .. } = &register else {
+            panic!("expected Register, got {register:?}");
+        };
+        send(
+            &mut peer,
+            CoordinatorToWorker::Registered {
+                worker_id: worker_id.clone(),
+            },
+        )
+        .await;
+        (peer, register)
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        timeout(PATIENCE, self.worker)
+            .await
+            .expect("run returns")
+            .expect("no panic");
+    }
+}
+
+fn hello() -> Hello {
+    Hello {
+        protocol_version: crate::protocol::PROTOCOL_VERSION,
+        role: Role::Worker,
+    }
+}
+
+async fn send(peer: &mut Peer, frame: CoordinatorToWorker) {
+    peer.send(frame).await.expect("peer send");
+}
+
+/// The next frame, or `None` when the worker closed (or reset) the connection.
+async fn next(peer: &mut Peer) -> Option<WorkerMessage> {
+    match timeout(PATIENCE, peer.next())
+        .await
+        .expect("a frame in time")
+    {
+        Some(Ok(frame)) => Some(frame),
+        Some(Err(ProtocolError::Io(_))) | None => None,
+        Some(Err(e)) => panic!("invalid frame from the worker: {e}"),
+    }
+}
+
+async fn next_non_heartbeat(peer: &mut Peer) -> Option<WorkerMessage> {
+    loop {
+        match next(peer).await {
+            Some(WorkerMessage::Heartbeat) => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn expect_hello(peer: &mut Peer) {
+    assert_eq!(next(peer).await, Some(WorkerMessage::Hello(hello())));
+}
+
+fn assign(task_type: &str, payload: Value) -> (JobId, LeaseId, CoordinatorToWorker) {
+    let (job_id, lease) = (JobId::new_random(), LeaseId::new_random());
+    let frame = CoordinatorToWorker::TaskAssign {
+        job_id,
+        lease,
+        task_type: task_type.into(),
+        payload: encode_json(&payload),
+        timeout_ms: 60_000,
+    };
+    (job_id, lease, frame)
+}
+
+fn result(job_id: JobId, lease: LeaseId, outcome: TaskOutcome) -> Option<WorkerMessage> {
+    Some(WorkerMessage::TaskResult {
+        job_id,
+        lease,
+        outcome,
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn hello_then_register_with_generated_id_capacity_and_sorted_types() {
+    let h = Harness::start("", 3).await;
+    let mut peer = h.accept().await;
+    expect_hello(&mut peer).await;
+    send(&mut peer, CoordinatorToWorker::Hello(hello())).await;
+    match next(&mut peer).await {
+        Some(WorkerMessage::Register {
+            worker_id,
+            capacity,
+            task_types,
+        }) => {
+            assert!(
+                worker_id.0.starts_with("worker-") && worker_id.0.len() == 15,
+                "{worker_id}"
+            );
+            assert!(
+                worker_id.0[7..].chars().all(|c| c.is_ascii_hexdigit()),
+                "{worker_id}"
+            );
+            assert_eq!(capacity, 3);
+            assert_eq!(task_types, ["echo", "fail", "sleep"]);
+        }
+        other => panic!("expected Register, got {other:?}"),
+    }
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn echo_assignment_returns_its_result_under_the_same_lease() {
+    let h = Harness::start("w-echo", 2).await;
+    let (mut peer, _) = h.accept_registered().await;
+    let (job_id, lease, frame) = assign("echo", json!({"message": "hello"}));
+    send(&mut peer, frame).await;
+    let expected = result(job_id, lease, TaskOutcome::Succeeded(b"hello".to_vec()));
+    assert_eq!(next_non_heartbeat(&mut peer).await, expected);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_task_type_and_bad_payload_fail_with_a_reason() {
+    let h = Harness::start("w-unknown", 1).await;
+    let (mut peer, _) = h.accept_registered().await;
+    let (job_id, lease, frame) = assign("thumbnail", json!({}));
+    send(&mut peer, frame).await;
+    let reason = "worker w-unknown does not run task type thumbnail".to_string();
+    assert_eq!(
+        next_non_heartbeat(&mut peer).await,
+        result(job_id, lease, TaskOutcome::Failed(reason))
+    );
+    let (job_id, lease, frame) = assign("sleep", json!({"millis": -5}));
+    send(&mut peer, frame).await;
+    match next_non_heartbeat(&mut peer).await {
+        Some(WorkerMessage::TaskResult {
+            job_id: j,
+            lease: l,
+            outcome: TaskOutcome::Failed(reason),
+        }) => {
+            assert_eq!((j, l), (job_id, lease));
+            assert!(reason.starts_with("payload.millis: "), "{reason}");
+        }
+        other => panic!("expected a failed result, got {other:?}"),
+    }
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_task_sends_no_result_and_frees_its_slot() {
+    let h = Harness::start("w-cancel", 1).await;
+    let (mut peer, _) = h.accept_registered().await;
+    let (sleep_job, sleep_lease, frame) = assign("sleep", json!({"millis": 60_000}));
+    send(&mut peer, frame).await;
+    send(
+        &mut peer,
+        CoordinatorToWorker::TaskCancel {
+            job_id: sleep_job,
+            lease: sleep_lease,
+        },
+    )
+    .await;
+    let (job_id, lease, frame) = assign("echo", json!({"message": "after"}));
+    send(&mut peer, frame).await;
+    let expected = result(job_id, lease, TaskOutcome::Succeeded(b"after".to_vec()));
+    let start = Instant::now();
+    assert_eq!(
+        next_non_heartbeat(&mut peer).await,
+        expected,
+        "capacity 1: the slot was freed"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "echo did not wait for the 60 s sleep"
+    );
+    // Well past the sleep's end: only heartbeats, never its result.
+    while start.elapsed() < Duration::from_secs(90) {
+        assert_eq!(next(&mut peer).await, Some(WorkerMessage::Heartbeat));
+    }
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_arrive_every_interval() {
+    let h = Harness::start("w-beat", 1).await;
+    let (mut peer, _) = h.accept_registered().await;
+    let start = Instant::now();
+    for n in 1..=5u32 {
+        assert_eq!(next(&mut peer).await, Some(WorkerMessage::Heartbeat));
+        assert_eq!(
+            start.elapsed().as_millis() / 100,
+            (HEARTBEAT * n).as_millis() / 100,
+            "beat {n}"
+        );
+    }
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lost_connection_cancels_tasks_and_reregisters_under_the_same_id() {
+    let h = Harness::start("", 1).await;
+    let (mut peer, first) = h.accept_registered().await;
+    let (_, _, frame) = assign("sleep", json!({"millis": 60_000}));
+    send(&mut peer, frame).await;
+    drop(peer);
+    let (mut peer, second) = h.accept_registered().await;
+    assert_eq!(first, second, "same id, capacity and task types");
+    let (job_id, lease, frame) = assign("echo", json!({"message": "again"}));
+    send(&mut peer, frame).await;
+    let start = Instant::now();
+    let expected = result(job_id, lease, TaskOutcome::Succeeded(b"again".to_vec()));
+    assert_eq!(next_non_heartbeat(&mut peer).await, expected);
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "the doomed 60 s sleep released its slot"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn error_answer_to_hello_is_logged_and_retried() {
+    let h = Harness::start("w-refused", 1).await;
+    let mut peer = h.accept().await;
+    expect_hello(&mut peer).await;
+    let message = "protocol version 1 is not supported".to_string();
+    send(
+        &mut peer,
+        CoordinatorToWorker::Error {
+            message: message.clone(),
+        },
+    )
+    .await;
+    drop(peer);
+    let (_peer, register) = h.accept_registered().await;
+    assert!(matches!(register, WorkerMessage::Register { .. }));
+    let logged = h.lines.lock().expect("lines").clone();
+    assert!(
+        logged
+            .iter()
+            .any(|(level, line)| *level == Level::Error && line.contains(&message)),
+        "{logged:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn silent_coordinator_is_abandoned_and_retried() {
+    let h = Harness::start("w-silent", 1).await;
+    let mut silent = h.accept().await;
+    expect_hello(&mut silent).await;
+    let start = Instant::now();
+    let (_peer, register) = h.accept_registered().await;
+    assert!(matches!(register, WorkerMessage::Register { .. }));
+    assert!(
+        start.elapsed() >= Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        next(&mut silent).await,
+        None,
+        "the silent connection was closed"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_closes_the_connection() {
+    let h = Harness::start("w-stop", 1).await;
+    let (mut peer, _) = h.accept_registered().await;
+    let (_, _, frame) = assign("sleep", json!({"millis": 60_000}));
+    send(&mut peer, frame).await;
+    h.shutdown.cancel();
+    assert_eq!(
+        next_non_heartbeat(&mut peer).await,
+        None,
+        "closed without a result"
+    );
+    timeout(PATIENCE, h.worker)
+        .await
+        .expect("run returns")
+        .expect("no panic");
+}
+
+#[tokio::test]
+async fn handle_runs_on_its_own_thread_and_stops() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let config = WorkerConfig {
+        coordinator: listener.local_addr().expect("addr").to_string(),
+        capacity: 1,
+        ..WorkerConfig::default()
+    };
+    let (log, _) = capturing_logger();
+    let handle = WorkerHandle::spawn(config, log);
+    let harness_like = Harness {
+        listener,
+        shutdown: CancellationToken::new(),
+        worker: tokio::spawn(async {}),
+        lines: Lines::default(),
+    };
+    let (mut peer, register) = timeout(Duration::from_secs(10), harness_like.accept_registered())
+        .await
+        .expect("registers");
+    let WorkerMessage::Register { worker_id, .. } = register else {
+        panic!("expected Register")
+    };
+    assert_eq!(&worker_id, handle.worker_id());
+    tokio::task::spawn_blocking(move || handle.stop())
+        .await
+        .expect("stop");
+    let closed = timeout(Duration::from_secs(10), next_non_heartbeat(&mut peer))
+        .await
+        .expect("closed in time");
+    assert_eq!(closed, None);
+}

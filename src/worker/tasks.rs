@@ -1,0 +1,192 @@
+//! What a worker can run: a registry from task type name to handler, and the
+//! built-in `echo`, `sleep` and `fail` tasks.
+
+use crate::protocol::payloads::BUILTIN_TASK_TYPES;
+use crate::protocol::payloads::{decode_builtin, validate_task_type, BuiltinTask, PayloadError};
+use crate::protocol::{JobId, LeaseId, TaskOutcome};
+use futures_util::future::BoxFuture;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Everything a handler learns about the attempt it runs.
+#[derive(Clone)]
+pub struct TaskContext {
+    pub job_id: JobId,
+    pub lease: LeaseId,
+    /// Cancelled when the coordinator cancels this attempt, the connection
+    /// is lost or the worker stops. A handler should return soon after; the
+    /// pool drops its future anyway and no result is sent for it.
+    pub cancel: CancellationToken,
+    /// Already carries `job` and `lease`.
+    pub log: slog::Logger,
+}
+
+/// A task handler: given the attempt and its raw MessagePack payload,
+/// produce the outcome. Handlers run on the worker's tokio runtime.
+pub type TaskHandler =
+    Arc<dyn Fn(TaskContext, Vec<u8>) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
+
+/// Task type name → handler. Names are kept sorted, which is the order the
+/// worker advertises them in `Register`.
+#[derive(Clone, Default)]
+pub struct TaskRegistry {
+    handlers: BTreeMap<String, TaskHandler>,
+}
+
+impl TaskRegistry {
+    /// A registry with no task types at all.
+    pub fn empty() -> Self {
+        TaskRegistry::default()
+    }
+
+    /// A registry with the built-in `echo`, `sleep` and `fail` tasks.
+    pub fn with_builtins() -> Self {
+        let mut registry = TaskRegistry::empty();
+        for name in BUILTIN_TASK_TYPES {
+            registry.handlers.insert(
+                name.to_string(),
+                Arc::new(move |ctx, payload| Box::pin(run_builtin(name, ctx, payload))),
+            );
+        }
+        registry
+    }
+
+    /// Adds (or replaces, built-ins included) the handler for `name`. The
+    /// name must be a valid task type; otherwise nothing changes.
+    pub fn register<F, Fut>(&mut self, name: &str, handler: F) -> Result<(), PayloadError>
+    where
+        F: Fn(TaskContext, Vec<u8>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskOutcome> + Send + 'static,
+    {
+        validate_task_type(name)?;
+        let handler: TaskHandler = Arc::new(move |ctx, payload| Box::pin(handler(ctx, payload)));
+        self.handlers.insert(name.to_string(), handler);
+        Ok(())
+    }
+
+    /// The handler for `task_type`, if this worker runs it.
+    pub fn get(&self, task_type: &str) -> Option<TaskHandler> {
+        self.handlers.get(task_type).cloned()
+    }
+
+    /// Every registered task type, sorted.
+    pub fn task_types(&self) -> Vec<String> {
+        self.handlers.keys().cloned().collect()
+    }
+}
+
+/// Runs one built-in task. The payload is validated again here: the worker
+/// does not trust the wire, and a bad payload fails with the field's name.
+async fn run_builtin(task_type: &str, ctx: TaskContext, payload: Vec<u8>) -> TaskOutcome {
+    match decode_builtin(task_type, &payload) {
+        Err(e) => TaskOutcome::Failed(e.to_string()),
+        Ok(None) => TaskOutcome::Failed(format!("{task_type} is not a built-in task type")),
+        Ok(Some(BuiltinTask::Echo { message })) => TaskOutcome::Succeeded(message.into_bytes()),
+        Ok(Some(BuiltinTask::Fail { message })) => TaskOutcome::Failed(message),
+        Ok(Some(BuiltinTask::Sleep { millis })) => {
+            sleep_unless_cancelled(millis, &ctx.cancel).await
+        }
+    }
+}
+
+/// Returns as soon as `cancel` fires rather than after the full sleep.
+async fn sleep_unless_cancelled(millis: u64, cancel: &CancellationToken) -> TaskOutcome {
+    tokio::select! {
+        _ = cancel.cancelled() => TaskOutcome::Failed("cancelled".to_string()),
+        _ = tokio::time::sleep(Duration::from_millis(millis)) => TaskOutcome::Succeeded(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::payloads::encode_json;
+    use serde_json::{json, Value};
+
+    fn context() -> TaskContext {
+        TaskContext {
+            job_id: JobId::new_random(),
+            lease: LeaseId::new_random(),
+            cancel: CancellationToken::new(),
+            log: slog::Logger::root(slog::Discard, slog::o!()),
+        }
+    }
+
+    async fn run(task_type: &str, payload: Value, ctx: TaskContext) -> TaskOutcome {
+        let handler = TaskRegistry::with_builtins()
+            .get(task_type)
+            .expect("built-in");
+        handler(ctx, encode_json(&payload)).await
+    }
+
+    #[tokio::test]
+    async fn echo_succeeds_with_its_message() {
+        let outcome = run("echo", json!({"message": "hi"}), context()).await;
+        assert_eq!(outcome, TaskOutcome::Succeeded(b"hi".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn fail_fails_with_its_message() {
+        let outcome = run("fail", json!({"message": "boom"}), context()).await;
+        assert_eq!(outcome, TaskOutcome::Failed("boom".into()));
+    }
+
+    #[tokio::test]
+    async fn invalid_payload_fails_naming_the_field() {
+        let outcome = run("sleep", json!({"millis": "soon"}), context()).await;
+        match outcome {
+            TaskOutcome::Failed(reason) => {
+                assert!(reason.starts_with("payload.millis: "), "{reason}")
+            }
+            other => panic!("expected failure, got {other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sleep_waits_its_full_time() {
+        let start = tokio::time::Instant::now();
+        let outcome = run("sleep", json!({"millis": 250}), context()).await;
+        assert_eq!(outcome, TaskOutcome::Succeeded(vec![]));
+        assert_eq!(start.elapsed(), Duration::from_millis(250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sleep_stops_promptly_when_cancelled() {
+        let ctx = context();
+        let cancel = ctx.cancel.clone();
+        let start = tokio::time::Instant::now();
+        let task = tokio::spawn(run("sleep", json!({"millis": 60_000}), ctx));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        cancel.cancel();
+        let outcome = task.await.expect("task");
+        assert!(matches!(outcome, TaskOutcome::Failed(_)), "{outcome:?}");
+        assert!(
+            start.elapsed() < Duration::from_millis(100),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn task_types_are_sorted_and_names_validated() {
+        let mut registry = TaskRegistry::with_builtins();
+        registry
+            .register("thumbnail", |_ctx, _payload| async {
+                TaskOutcome::Succeeded(vec![])
+            })
+            .expect("valid name");
+        assert_eq!(
+            registry.task_types(),
+            ["echo", "fail", "sleep", "thumbnail"]
+        );
+        let err = registry
+            .register("bad name", |_ctx, _payload| async {
+                TaskOutcome::Succeeded(vec![])
+            })
+            .expect_err("space is not allowed");
+        assert_eq!(err.field, "task_type");
+    }
+}
