@@ -31,8 +31,10 @@ fn accepted(answer: SubmitAnswer) -> JobId {
 
 fn count_rows(db: &std::path::Path, state: &str) -> i64 {
     let conn = rusqlite::Connection::open(db).expect("open db");
-    conn.query_row("SELECT count(*) FROM jobs WHERE state = ?1", [state], |r| r.get(0))
-        .expect("count")
+    conn.query_row("SELECT count(*) FROM jobs WHERE state = ?1", [state], |r| {
+        r.get(0)
+    })
+    .expect("count")
 }
 
 #[test]
@@ -47,7 +49,10 @@ fn two_hundred_echo_jobs_from_four_threads_all_succeed_and_are_stored() {
                 let submitted: Vec<(JobId, String)> = (0..50)
                     .map(|i| {
                         let message = format!("thread {t} job {i}");
-                        (accepted(client.submit(echo(&message)).expect("submit")), message)
+                        (
+                            accepted(client.submit(echo(&message)).expect("submit")),
+                            message,
+                        )
                     })
                     .collect();
                 for (job_id, message) in &submitted {
@@ -81,21 +86,32 @@ fn jobs_survive_a_restart_and_run_when_a_worker_arrives() {
     let mut cluster = Cluster::start(0, 1);
     let mut client = cluster.client();
     let answer = client.submit(echo("later")).expect("submit");
-    assert!(matches!(answer, SubmitAnswer::Accepted { no_worker: true, .. }));
+    assert!(matches!(
+        answer,
+        SubmitAnswer::Accepted {
+            no_worker: true,
+            ..
+        }
+    ));
     let job_id = accepted(answer);
     cluster.stop();
 
     let restarted = start_coordinator(coordinator_config(cluster.dir.path()));
     cluster.coordinator = Some(restarted);
     let mut client = cluster.client();
-    let view = client.status(job_id).expect("status").expect("job still there");
+    let view = client
+        .status(job_id)
+        .expect("status")
+        .expect("job still there");
     assert_eq!(view.state, JobState::Queued);
     assert!(view.no_worker);
     cluster.add_worker("late-worker", 1);
     let outcome = client
         .wait(job_id, Duration::from_secs(10), Duration::from_millis(10))
         .expect("wait");
-    assert!(matches!(outcome, WaitOutcome::Finished(v) if v.result.as_deref() == Some(&b"later"[..])));
+    assert!(
+        matches!(outcome, WaitOutcome::Finished(v) if v.result.as_deref() == Some(&b"later"[..]))
+    );
 }
 
 #[test]
@@ -180,5 +196,8 @@ fn wrong_protocol_version_gets_an_error_naming_both_versions() {
     stream.write_all(&frame).expect("write");
     let message = decode_error_frame(&read_until_closed(&mut stream));
     assert!(message.contains("version 99"), "{message}");
-    assert!(message.contains(&format!("version {PROTOCOL_VERSION}")), "{message}");
+    assert!(
+        message.contains(&format!("version {PROTOCOL_VERSION}")),
+        "{message}"
+    );
 }

@@ -27,8 +27,8 @@ pub fn run(args: DevArgs) -> Result<Exit, CliError> {
         .map_err(|e| CliError::Setup(e.to_string()))?;
     let log = crate::logging::build_logger(config.log_level, config.log_format);
     let db = config.db_path.clone();
-    let coordinator =
-        CoordinatorHandle::spawn(config, log.clone()).map_err(|e| CliError::Setup(e.to_string()))?;
+    let coordinator = CoordinatorHandle::spawn(config, log.clone())
+        .map_err(|e| CliError::Setup(e.to_string()))?;
     let workers: Vec<WorkerHandle> = (1..=args.workers)
         .map(|i| {
             let config = WorkerConfig {
@@ -60,7 +60,10 @@ fn print_banner(coordinator: &CoordinatorHandle, workers: u32, db: &std::path::P
     };
     println!("taskyard dev cluster ready");
     println!("  clients connect to  {client}");
-    println!("  workers connect to  {}  ({workers} embedded)", coordinator.worker_addr);
+    println!(
+        "  workers connect to  {}  ({workers} embedded)",
+        coordinator.worker_addr
+    );
     println!("  database            {}", db.display());
     println!();
     println!("In another terminal:");

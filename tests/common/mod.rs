@@ -84,9 +84,11 @@ impl Cluster {
 
     pub fn wait_for_workers(&self, n: usize) {
         let mut client = self.client();
-        wait_until(&format!("{n} workers registered"), Duration::from_secs(10), || {
-            client.workers().map(|w| w.len() == n).unwrap_or(false)
-        });
+        wait_until(
+            &format!("{n} workers registered"),
+            Duration::from_secs(10),
+            || client.workers().map(|w| w.len() == n).unwrap_or(false),
+        );
     }
 
     /// Stops the workers, then the coordinator gracefully.
@@ -114,7 +116,10 @@ pub fn start_coordinator(config: CoordinatorConfig) -> CoordinatorHandle {
 pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !condition() {
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }

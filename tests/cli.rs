@@ -1,0 +1,182 @@
+//! The real `taskyard` binary: against a running coordinator, against an
+//! address nothing listens on, and `taskyard dev` as a whole.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A local port that was free a moment ago: bound, then released.
+fn closed_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+#[test]
+fn unreachable_coordinator_exits_2_with_one_line_naming_the_address() {
+    let port = closed_port();
+    let addr = format!("127.0.0.1:{port}");
+    let output = Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .args(["--coordinator", &addr, "submit", "echo"])
+        .args(["--payload", r#"{"message":"hi"}"#])
+        .env_remove("TASKYARD_COORDINATOR")
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run taskyard");
+
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(output.stdout.is_empty(), "nothing on stdout");
+    assert_eq!(stderr.lines().count(), 1, "exactly one line: {stderr:?}");
+    let expected = format!("taskyard: cannot reach coordinator at {addr}:");
+    assert!(stderr.starts_with(&expected), "{stderr:?}");
+    assert!(!stderr.contains("panicked"), "{stderr:?}");
+    assert!(!stderr.contains("backtrace"), "{stderr:?}");
+}
+
+fn taskyard(coordinator: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .args(["--coordinator", coordinator])
+        .args(args)
+        .env_remove("TASKYARD_COORDINATOR")
+        .output()
+        .expect("run taskyard")
+}
+
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn submit_wait_prints_the_result_and_exits_0() {
+    let cluster = Cluster::start(1, 2);
+    let output = taskyard(
+        &cluster.client_addr(),
+        &[
+            "submit",
+            "echo",
+            "--payload",
+            r#"{"message":"from the cli"}"#,
+            "--wait",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).contains("from the cli"), "{output:?}");
+}
+
+#[test]
+fn failed_job_exits_1_and_rejected_submission_exits_3() {
+    let cluster = Cluster::start(1, 2);
+    let addr = cluster.client_addr();
+    let failed = taskyard(
+        &addr,
+        &[
+            "submit",
+            "fail",
+            "--payload",
+            r#"{"message":"boom"}"#,
+            "--max-attempts",
+            "1",
+            "--wait",
+        ],
+    );
+    assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+    assert!(
+        String::from_utf8_lossy(&failed.stdout).contains("boom"),
+        "{failed:?}"
+    );
+
+    let rejected = taskyard(
+        &addr,
+        &["submit", "sleep", "--payload", r#"{"millis":"soon"}"#],
+    );
+    assert_eq!(rejected.status.code(), Some(3), "{rejected:?}");
+    let stderr = String::from_utf8_lossy(&rejected.stderr);
+    assert!(stderr.contains("payload.millis"), "{stderr}");
+}
+
+#[test]
+fn list_and_status_show_submitted_jobs_as_json() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let submitted = taskyard(
+        &addr,
+        &["submit", "thumbnail", "--payload", r#"{"w":3}"#, "--json"],
+    );
+    assert_eq!(submitted.status.code(), Some(0), "{submitted:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
+    assert_eq!(answer["no_worker"], true, "{answer}");
+    let note = String::from_utf8_lossy(&submitted.stderr);
+    assert!(
+        note.contains("no connected worker runs task type"),
+        "{note}"
+    );
+    let id = answer["job_id"].as_str().expect("job id").to_string();
+
+    let status = taskyard(&addr, &["status", &id, "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert_eq!(view["state"], "QUEUED", "{view}");
+    assert_eq!(view["payload"]["w"], 3, "{view}");
+
+    let list = taskyard(&addr, &["list", "--state", "queued"]);
+    assert!(stdout(&list).contains(&id), "{list:?}");
+}
+
+/// The README's first command: `taskyard dev` starts a working cluster,
+/// prints where it listens, runs jobs, and stops cleanly on Ctrl-C.
+#[test]
+fn dev_runs_a_working_cluster_and_stops_on_ctrl_c() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("dev.toml"),
+        "client-listen = \"127.0.0.1:0\"\nworker-listen = \"127.0.0.1:0\"\n",
+    )
+    .expect("write config");
+    let mut dev = Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .args(["dev", "--config", "dev.toml", "--workers", "2"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start taskyard dev");
+    let mut lines = BufReader::new(dev.stdout.take().expect("stdout")).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("clients connect to")
+                .map(|a| a.trim().to_string())
+        })
+        .expect("banner names the client address");
+    let output = taskyard(
+        &addr,
+        &[
+            "submit",
+            "echo",
+            "--payload",
+            r#"{"message":"dev works"}"#,
+            "--wait",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).contains("dev works"));
+
+    let pid = dev.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let mut status = None;
+    wait_until("taskyard dev to exit", Duration::from_secs(10), || {
+        status = dev.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    assert!(dir.path().join("taskyard-data/taskyard.db").exists());
+}
