@@ -201,3 +201,55 @@ fn wrong_protocol_version_gets_an_error_naming_both_versions() {
         "{message}"
     );
 }
+
+#[test]
+fn attempt_history_is_persisted_across_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = taskyard::config::CoordinatorConfig {
+        retry_base_millis: 10,
+        ..coordinator_config(dir.path())
+    };
+    let coordinator = start_coordinator(config.clone());
+    let worker = taskyard::worker::WorkerHandle::spawn(
+        worker_config(coordinator.worker_addr, "history-worker", 1),
+        quiet_log(),
+    );
+    let mut client = Client::connect(&coordinator.client_addr.to_string()).expect("connect");
+    let failing = SubmitRequest {
+        task_type: "fail".into(),
+        payload: encode_json(&json!({ "message": "always" })),
+        max_attempts: Some(2),
+        ..echo("unused")
+    };
+    let job_id = accepted(client.submit(failing).expect("submit"));
+    let outcome = client
+        .wait(job_id, Duration::from_secs(10), Duration::from_millis(5))
+        .expect("wait");
+    let WaitOutcome::Finished(before) = outcome else {
+        panic!("job did not finish");
+    };
+    assert_eq!(before.state, JobState::Failed);
+    worker.stop();
+    coordinator.stop();
+
+    let coordinator = start_coordinator(config);
+    let mut client = Client::connect(&coordinator.client_addr.to_string()).expect("connect");
+    let after = client.status(job_id).expect("status").expect("job kept");
+    assert_eq!(after.history, before.history);
+    let outcomes: Vec<String> = after
+        .history
+        .iter()
+        .map(|a| {
+            a.outcome
+                .as_ref()
+                .map(|o| o.to_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(outcomes, vec!["failed: always", "failed: always"]);
+    assert!(after
+        .history
+        .iter()
+        .all(|a| a.worker_id.0 == "history-worker"));
+    coordinator.stop();
+}

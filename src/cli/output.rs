@@ -9,7 +9,7 @@
 use crate::cli::exit::CliError;
 use crate::cli::time::format_millis;
 use crate::protocol::payloads::decode_value;
-use crate::protocol::{JobId, JobView, WorkerView};
+use crate::protocol::{Attempt, JobId, JobView, WorkerView};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -80,6 +80,7 @@ pub fn job_json(job: &JobView) -> Value {
         "error": job.error,
         "next_retry_at": job.next_retry_at,
         "no_worker": job.no_worker,
+        "history": job.history,
     })
 }
 
@@ -111,8 +112,32 @@ pub fn job_details(job: &JobView) -> String {
     for (label, value) in lines {
         let _ = writeln!(out, "{label:<11}{value}");
     }
+    if !job.history.is_empty() {
+        out.push_str(&attempts_table(&job.history));
+    }
     out.truncate(out.trim_end().len());
     out
+}
+
+/// The attempt history under `status`: one row per attempt.
+fn attempts_table(history: &[Attempt]) -> String {
+    let rows = history
+        .iter()
+        .map(|a| {
+            vec![
+                a.number.to_string(),
+                a.worker_id.to_string(),
+                a.lease.to_string(),
+                format_millis(a.started_at),
+                a.ended_at.map_or_else(|| "-".to_string(), format_millis),
+                a.outcome
+                    .as_ref()
+                    .map_or_else(|| "running".to_string(), ToString::to_string),
+            ]
+        })
+        .collect();
+    let headers = ["ATTEMPT", "WORKER", "LEASE", "STARTED", "ENDED", "OUTCOME"];
+    format!("\n{}", table(&headers, rows))
 }
 
 /// How a finished job reads in `wait`: the result for SUCCEEDED (empty when
@@ -247,6 +272,7 @@ mod tests {
             error: None,
             next_retry_at: None,
             no_worker: false,
+            history: vec![],
         }
     }
 
@@ -263,7 +289,7 @@ mod tests {
         assert_eq!(value["worker_id"], json!("w1"));
         assert_eq!(value["lease"], Value::Null);
         assert_eq!(value["updated_at"], json!(1_700_000_000_123_i64));
-        assert_eq!(value.as_object().map(|o| o.len()), Some(19));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(20));
     }
 
     #[test]

@@ -156,6 +156,24 @@ mod tests {
             error: Some("boom".into()),
             next_retry_at: Some(3),
             no_worker: true,
+            history: vec![
+                Attempt {
+                    number: 1,
+                    worker_id: WorkerId("w1".into()),
+                    lease: LeaseId::new_random(),
+                    started_at: 1,
+                    ended_at: Some(2),
+                    outcome: Some(AttemptOutcome::TimedOut { timeout_ms: 1 }),
+                },
+                Attempt {
+                    number: 2,
+                    worker_id: WorkerId("w2".into()),
+                    lease: LeaseId::new_random(),
+                    started_at: 3,
+                    ended_at: None,
+                    outcome: None,
+                },
+            ],
         }
     }
 

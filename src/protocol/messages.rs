@@ -261,6 +261,59 @@ pub struct JobView {
     pub next_retry_at: Option<i64>,
     /// True when no connected worker advertises `task_type`.
     pub no_worker: bool,
+    /// Every attempt so far, oldest first.
+    #[serde(default)]
+    pub history: Vec<Attempt>,
+}
+
+/// One assignment of a job to a worker and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub number: u32,
+    pub worker_id: WorkerId,
+    pub lease: LeaseId,
+    /// Unix milliseconds.
+    pub started_at: i64,
+    pub ended_at: Option<i64>,
+    /// `None` while the attempt is running.
+    pub outcome: Option<AttemptOutcome>,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    Succeeded,
+    /// The task reported failure.
+    Failed {
+        error: String,
+    },
+    /// The attempt passed its deadline and its lease was revoked.
+    TimedOut {
+        timeout_ms: u64,
+    },
+    /// The worker died, disconnected or was replaced while running it.
+    WorkerLost {
+        reason: String,
+    },
+    /// A client cancelled the job while it ran.
+    Cancelled,
+    /// The coordinator restarted while it ran; its outcome is unknown.
+    Interrupted,
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttemptOutcome::Succeeded => f.write_str("succeeded"),
+            AttemptOutcome::Failed { error } => write!(f, "failed: {error}"),
+            AttemptOutcome::TimedOut { timeout_ms } => write!(f, "timed out after {timeout_ms} ms"),
+            AttemptOutcome::WorkerLost { reason } => write!(f, "worker lost: {reason}"),
+            AttemptOutcome::Cancelled => f.write_str("cancelled"),
+            AttemptOutcome::Interrupted => f.write_str("interrupted by a coordinator restart"),
+        }
+    }
 }
 
 /// A connected worker's advertised shape and current load.

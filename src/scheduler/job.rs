@@ -1,7 +1,9 @@
 //! The coordinator's record of one job: what was submitted, where it is in
 //! the state machine, and the current attempt.
 
-use crate::protocol::{JobId, JobState, JobView, LeaseId, Priority, WorkerId};
+use crate::protocol::{
+    Attempt, AttemptOutcome, JobId, JobState, JobView, LeaseId, Priority, WorkerId,
+};
 use std::sync::Arc;
 
 /// One job as the coordinator holds it in memory and as it is stored in one
@@ -30,6 +32,8 @@ pub struct Job {
     pub idempotency_key: Option<String>,
     pub updated_at: i64,
     pub finished_at: Option<i64>,
+    /// Every attempt, oldest first; the last one is open while RUNNING.
+    pub history: Vec<Attempt>,
 }
 
 /// The position of a job in every ordered structure: submission sequence,
@@ -71,6 +75,15 @@ impl Job {
             error: self.error.clone(),
             next_retry_at: self.next_retry_at,
             no_worker,
+            history: self.history.clone(),
+        }
+    }
+
+    /// Closes the open attempt (the last one) with `outcome`.
+    pub fn end_attempt(&mut self, outcome: AttemptOutcome, now: i64) {
+        if let Some(attempt) = self.history.last_mut().filter(|a| a.outcome.is_none()) {
+            attempt.ended_at = Some(now);
+            attempt.outcome = Some(outcome);
         }
     }
 }

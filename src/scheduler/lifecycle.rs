@@ -2,7 +2,9 @@
 //! as time passes: assignment, results, attempt failure, the periodic sweep
 //! and recovery after a restart.
 
-use crate::protocol::{CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId};
+use crate::protocol::{
+    Attempt, AttemptOutcome, CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId,
+};
 use crate::scheduler::job::Job;
 use crate::scheduler::state::{CoordinatorState, Effect};
 use crate::scheduler::workers::SessionId;
@@ -45,8 +47,11 @@ impl CoordinatorState {
                 session: old.session,
                 reason: "replaced by a newer connection of the same worker".into(),
             });
+            let lost = AttemptOutcome::WorkerLost {
+                reason: "replaced by a newer connection".into(),
+            };
             for job in old.running {
-                self.fail_attempt(job, "worker lost: replaced by a new connection", now);
+                self.fail_attempt(job, lost.clone(), now);
             }
         }
         info!(self.log, "worker registered"; "worker" => %worker, "capacity" => capacity);
@@ -74,8 +79,11 @@ impl CoordinatorState {
         };
         warn!(self.log, "worker lost"; "worker" => %worker, "reason" => reason,
               "running" => entry.running.len());
+        let lost = AttemptOutcome::WorkerLost {
+            reason: reason.to_string(),
+        };
         for job in entry.running {
-            self.fail_attempt(job, &format!("worker lost: {reason}"), now);
+            self.fail_attempt(job, lost.clone(), now);
         }
     }
 
@@ -109,30 +117,38 @@ impl CoordinatorState {
             TaskOutcome::Succeeded(result) => {
                 info!(self.log, "job succeeded"; "job" => %job_id, "worker" => %owner);
                 self.transition(job_id, JobState::Succeeded, now, |job| {
+                    job.end_attempt(AttemptOutcome::Succeeded, now);
                     job.result = Some(result.into());
                     job.error = None;
                     job.lease = None;
                 });
             }
-            TaskOutcome::Failed(error) => self.fail_attempt(job_id, &error, now),
+            TaskOutcome::Failed(error) => {
+                self.fail_attempt(job_id, AttemptOutcome::Failed { error }, now)
+            }
         }
         Ok(())
     }
 
     /// Ends the current attempt of a RUNNING job unsuccessfully: RETRY_WAIT
-    /// with a backoff delay while budget remains, else FAILED with `error`.
-    /// The caller has already released the worker's slot (or lost the worker).
-    pub(super) fn fail_attempt(&mut self, job_id: JobId, error: &str, now: i64) {
+    /// with a backoff delay while budget remains, else FAILED with the
+    /// outcome as its error. The caller has already released the worker's
+    /// slot (or lost the worker).
+    pub(super) fn fail_attempt(&mut self, job_id: JobId, outcome: AttemptOutcome, now: i64) {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
-        let error = error.to_string();
+        let error = match &outcome {
+            AttemptOutcome::Failed { error } => error.clone(),
+            other => other.to_string(),
+        };
         if job.attempts < job.max_attempts {
             let delay = self.policy.retry.delay_ms(job.attempts);
             let due = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
             info!(self.log, "attempt failed; retry scheduled"; "job" => %job_id,
                   "attempt" => job.attempts, "delay_ms" => delay, "error" => &error);
             self.transition(job_id, JobState::RetryWait, now, |job| {
+                job.end_attempt(outcome, now);
                 job.next_retry_at = Some(due);
                 job.error = Some(error);
                 job.lease = None;
@@ -141,6 +157,7 @@ impl CoordinatorState {
             warn!(self.log, "job failed"; "job" => %job_id, "attempts" => job.attempts,
                   "error" => &error);
             self.transition(job_id, JobState::Failed, now, |job| {
+                job.end_attempt(outcome, now);
                 job.error = Some(error);
                 job.lease = None;
             });
@@ -168,6 +185,14 @@ impl CoordinatorState {
         let assigned_to = worker.clone();
         self.transition(job_id, JobState::Running, now, move |job| {
             job.attempts += 1;
+            job.history.push(Attempt {
+                number: job.attempts,
+                worker_id: assigned_to.clone(),
+                lease,
+                started_at: now,
+                ended_at: None,
+                outcome: None,
+            });
             job.lease = Some(lease);
             job.worker_id = Some(assigned_to);
             job.assigned_at = Some(now);
@@ -218,8 +243,8 @@ impl CoordinatorState {
                 break;
             }
             self.revoke_attempt(job_id);
-            let timeout = self.jobs.get(&job_id).map_or(0, |j| j.timeout_ms);
-            self.fail_attempt(job_id, &format!("timed out after {timeout} ms"), now);
+            let timeout_ms = self.jobs.get(&job_id).map_or(0, |j| j.timeout_ms);
+            self.fail_attempt(job_id, AttemptOutcome::TimedOut { timeout_ms }, now);
         }
     }
 
@@ -278,6 +303,7 @@ impl CoordinatorState {
                     job.finished_at = Some(now);
                     summary.failed += 1;
                 }
+                job.end_attempt(AttemptOutcome::Interrupted, now);
                 job.lease = None;
                 job.updated_at = now;
             }

@@ -164,6 +164,7 @@ impl CoordinatorState {
             idempotency_key: None,
             updated_at: now,
             finished_at: None,
+            history: Vec::new(),
         })
     }
 

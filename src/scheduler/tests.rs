@@ -202,6 +202,15 @@ fn failed_attempts_back_off_then_fail_with_the_last_error() {
         } else {
             assert_eq!(view.state, JobState::Failed);
             assert_eq!(view.error.as_deref(), Some("boom 3"));
+            let outcomes: Vec<Option<AttemptOutcome>> =
+                view.history.iter().map(|a| a.outcome.clone()).collect();
+            let failed = |e: &str| Some(AttemptOutcome::Failed { error: e.into() });
+            assert_eq!(
+                outcomes,
+                vec![failed("boom 1"), failed("boom 2"), failed("boom 3")]
+            );
+            let numbers: Vec<u32> = view.history.iter().map(|a| a.number).collect();
+            assert_eq!(numbers, vec![1, 2, 3]);
         }
     }
 }
@@ -251,6 +260,14 @@ fn silent_worker_is_dead_after_the_timeout_and_not_before() {
     }));
     let view = s.status(job).expect("exists");
     assert_eq!(view.state, JobState::RetryWait);
+    assert_eq!(view.next_retry_at, Some(6001 + 1000));
+    assert_eq!(
+        view.history[0].outcome,
+        Some(AttemptOutcome::WorkerLost {
+            reason: "no heartbeat for 6000 ms".into()
+        })
+    );
+    assert_eq!(view.history[0].ended_at, Some(6001));
     assert!(view.error.unwrap_or_default().starts_with("worker lost"));
 }
 

@@ -4,9 +4,10 @@
 pub mod schema;
 
 use crate::config::Synchronous;
-use crate::protocol::{JobId, JobState, LeaseId, Priority, WorkerId};
+use crate::protocol::{Attempt, AttemptOutcome, JobId, JobState, LeaseId, Priority, WorkerId};
 use crate::scheduler::Job;
 use rusqlite::{params, Connection, OpenFlags, Row};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// A storage failure, naming the database file and what SQLite said.
@@ -37,6 +38,10 @@ const UPSERT: &str = "INSERT INTO jobs (id, task_type, payload, priority, sequen
     assigned_at = excluded.assigned_at, next_retry_at = excluded.next_retry_at, \
     result = excluded.result, error = excluded.error, updated_at = excluded.updated_at, \
     finished_at = excluded.finished_at";
+
+const UPSERT_ATTEMPT: &str = "INSERT INTO attempts (job_id, number, worker_id, lease, started_at, \
+    ended_at, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+    ON CONFLICT(job_id, number) DO UPDATE SET ended_at = excluded.ended_at, outcome = excluded.outcome";
 
 impl JobStore {
     /// Opens or creates the database (and its directory), checks it is
@@ -75,12 +80,37 @@ impl JobStore {
         &self.path
     }
 
-    /// Every stored job, in one streamed SELECT.
+    /// Every stored job with its attempt history: one streamed SELECT per table.
     pub fn load_all(&self) -> Result<Vec<Job>, StoreError> {
+        let mut histories = self.load_attempts()?;
         let query = format!("SELECT {COLUMNS} FROM jobs");
         let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
         let rows = stmt.query_map([], read_row).map_err(|e| self.error(e))?;
-        rows.map(|row| row.map_err(|e| self.error(e))).collect()
+        rows.map(|row| {
+            let mut job = row.map_err(|e| self.error(e))?;
+            job.history = histories.remove(&job.id).unwrap_or_default();
+            Ok(job)
+        })
+        .collect()
+    }
+
+    fn load_attempts(&self) -> Result<HashMap<JobId, Vec<Attempt>>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT job_id, number, worker_id, lease, started_at, ended_at, outcome \
+                 FROM attempts ORDER BY job_id, number",
+            )
+            .map_err(|e| self.error(e))?;
+        let rows = stmt
+            .query_map([], read_attempt)
+            .map_err(|e| self.error(e))?;
+        let mut histories: HashMap<JobId, Vec<Attempt>> = HashMap::new();
+        for row in rows {
+            let (job_id, attempt) = row.map_err(|e| self.error(e))?;
+            histories.entry(job_id).or_default().push(attempt);
+        }
+        Ok(histories)
     }
 
     /// Writes all `rows` (inserting new jobs, updating known ones) in one
@@ -118,6 +148,15 @@ impl JobStore {
                 ])
                 .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
             }
+            let mut attempts = tx
+                .prepare_cached(UPSERT_ATTEMPT)
+                .map_err(|e| fail(e.to_string()))?;
+            for job in rows {
+                for attempt in &job.history {
+                    write_attempt(&mut attempts, job.id, attempt)
+                        .map_err(|e| fail(format!("writing attempt of job {}: {e}", job.id)))?;
+                }
+            }
         }
         tx.commit().map_err(|e| fail(e.to_string()))
     }
@@ -128,6 +167,49 @@ impl JobStore {
             reason: e.to_string(),
         }
     }
+}
+
+fn write_attempt(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    job_id: JobId,
+    attempt: &Attempt,
+) -> rusqlite::Result<usize> {
+    let outcome = attempt
+        .outcome
+        .as_ref()
+        .and_then(|o| serde_json::to_string(o).ok());
+    stmt.execute(params![
+        job_id.to_string(),
+        attempt.number,
+        attempt.worker_id.0,
+        attempt.lease.to_string(),
+        attempt.started_at,
+        attempt.ended_at,
+        outcome,
+    ])
+}
+
+fn read_attempt(row: &Row<'_>) -> rusqlite::Result<(JobId, Attempt)> {
+    let job_id: String = row.get(0)?;
+    let lease: String = row.get(3)?;
+    let outcome: Option<String> = row.get(6)?;
+    let job = job_id
+        .parse::<JobId>()
+        .map_err(|e| conversion(0, format!("attempt of job {job_id:?}: {e}")))?;
+    let attempt = Attempt {
+        number: row.get(1)?,
+        worker_id: WorkerId(row.get(2)?),
+        lease: lease
+            .parse::<LeaseId>()
+            .map_err(|e| conversion(3, format!("attempt of job {job_id}: lease: {e}")))?,
+        started_at: row.get(4)?,
+        ended_at: row.get(5)?,
+        outcome: outcome
+            .map(|o| serde_json::from_str::<AttemptOutcome>(&o))
+            .transpose()
+            .map_err(|e| conversion(6, format!("attempt of job {job_id}: outcome: {e}")))?,
+    };
+    Ok((job, attempt))
 }
 
 fn conversion(column: usize, reason: String) -> rusqlite::Error {
@@ -169,6 +251,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         idempotency_key: row.get(16)?,
         updated_at: row.get(17)?,
         finished_at: row.get(18)?,
+        history: Vec::new(),
     })
 }
 
@@ -197,6 +280,14 @@ mod tests {
             idempotency_key: None,
             updated_at: 12,
             finished_at: None,
+            history: vec![Attempt {
+                number: 1,
+                worker_id: WorkerId("w".into()),
+                lease: LeaseId::new_random(),
+                started_at: 11,
+                ended_at: None,
+                outcome: None,
+            }],
         }
     }
 
@@ -210,6 +301,7 @@ mod tests {
         store.commit(&[a.clone(), b.clone()]).expect("commit");
         a.state = JobState::Succeeded;
         a.finished_at = Some(20);
+        a.end_attempt(AttemptOutcome::Succeeded, 20);
         store.commit(&[a.clone()]).expect("update");
         drop(store);
         let store = JobStore::open(&path, Synchronous::Full).expect("reopen");

@@ -29,11 +29,22 @@ CREATE TABLE jobs (
 );
 ";
 
-/// Version 1 → 2: base priority and submission sequence. Existing rows become
-/// NORMAL with sequence 0, so they keep submission-time order among themselves.
+/// Version 1 → 2: base priority and submission sequence, and the attempt
+/// history. Existing rows become NORMAL with sequence 0, so they keep
+/// submission-time order among themselves; their history starts empty.
 const V1_TO_V2: &str = "
 ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE jobs ADD COLUMN sequence INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE attempts (
+    job_id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    worker_id TEXT NOT NULL,
+    lease TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    outcome TEXT,
+    PRIMARY KEY (job_id, number)
+) WITHOUT ROWID;
 ";
 
 /// One migration step: from `version - 1` to `version`.
