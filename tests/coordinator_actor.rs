@@ -173,13 +173,10 @@ async fn settle() {
 }
 
 fn echo(message: &str) -> ClientRequest {
-    ClientRequest::Submit(SubmitRequest {
-        task_type: "echo".into(),
-        payload: encode_json(&json!({ "message": message })),
-        priority: Priority::Normal,
-        max_attempts: None,
-        timeout_ms: None,
-    })
+    ClientRequest::Submit(SubmitRequest::new(
+        "echo",
+        encode_json(&json!({ "message": message })),
+    ))
 }
 
 fn assigned(frames: &[CoordinatorToWorker]) -> Vec<(JobId, LeaseId)> {

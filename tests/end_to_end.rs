@@ -13,13 +13,7 @@ use taskyard::protocol::payloads::encode_json;
 use taskyard::protocol::*;
 
 fn echo(message: &str) -> SubmitRequest {
-    SubmitRequest {
-        task_type: "echo".into(),
-        payload: encode_json(&json!({ "message": message })),
-        priority: Priority::Normal,
-        max_attempts: None,
-        timeout_ms: None,
-    }
+    SubmitRequest::new("echo", encode_json(&json!({ "message": message })))
 }
 
 fn accepted(answer: SubmitAnswer) -> JobId {

@@ -38,6 +38,7 @@ pub fn submit_request(args: &SubmitArgs) -> SubmitRequest {
         priority: args.priority,
         max_attempts: args.max_attempts,
         timeout_ms: args.timeout_ms,
+        idempotency_key: args.idempotency_key.clone(),
     }
 }
 

@@ -74,6 +74,10 @@ pub struct SubmitArgs {
     /// Per-attempt timeout in milliseconds (default: the coordinator's).
     #[arg(long, value_name = "N")]
     pub timeout_ms: Option<u64>,
+    /// Submitting again with the same key returns the first job's id
+    /// instead of creating a second job (also after a coordinator restart).
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
     /// Wait for the job to finish, then report like `wait`.
     #[arg(long)]
     pub wait: bool,

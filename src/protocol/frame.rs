@@ -134,6 +134,7 @@ mod tests {
             priority: Priority::High,
             max_attempts: Some(5),
             timeout_ms: None,
+            idempotency_key: Some("order-42".into()),
         }
     }
 

@@ -164,6 +164,24 @@ pub struct SubmitRequest {
     /// `None`: the coordinator's `task-timeout-millis`.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// A client-chosen key: a second submission with the same key returns
+    /// the first job's id instead of creating a job, also after a restart.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+impl SubmitRequest {
+    /// A submission with the coordinator's defaults for everything optional.
+    pub fn new(task_type: impl Into<String>, payload: Vec<u8>) -> Self {
+        SubmitRequest {
+            task_type: task_type.into(),
+            payload,
+            priority: Priority::Normal,
+            max_attempts: None,
+            timeout_ms: None,
+            idempotency_key: None,
+        }
+    }
 }
 
 /// Requests a client may send after `Hello`.

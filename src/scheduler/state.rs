@@ -17,6 +17,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Largest attempt budget a submission may ask for.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
+/// Longest accepted idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 
 /// The coordinator's policy settings, taken from its config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +80,8 @@ pub struct CoordinatorState {
     pub(super) retries: BTreeSet<(i64, JobId)>,
     pub(super) next_sequence: u64,
     pub(super) active_jobs: u64,
+    /// Idempotency key → the job first submitted with it.
+    idempotency: HashMap<String, JobId>,
     dirty: Vec<JobId>,
     dirty_set: HashSet<JobId>,
     pub(super) effects: Vec<Effect>,
@@ -96,6 +100,7 @@ impl CoordinatorState {
             retries: BTreeSet::new(),
             next_sequence: 1,
             active_jobs: 0,
+            idempotency: HashMap::new(),
             dirty: Vec::new(),
             dirty_set: HashSet::new(),
             effects: Vec::new(),
@@ -104,7 +109,19 @@ impl CoordinatorState {
 
     /// Admits a job if it is valid and below `max-active-jobs`. A rejected
     /// submission changes nothing.
+    /// A key seen before returns the original job's id and creates nothing.
     pub fn submit(&mut self, req: SubmitRequest, now: i64) -> SubmitAnswer {
+        let existing = req
+            .idempotency_key
+            .as_ref()
+            .and_then(|key| self.idempotency.get(key))
+            .and_then(|id| self.jobs.get(id));
+        if let Some(job) = existing {
+            return SubmitAnswer::Accepted {
+                job_id: job.id,
+                no_worker: !self.workers.advertised(&job.task_type),
+            };
+        }
         let job = match self.admit(req, now) {
             Ok(job) => job,
             Err(reason) => return SubmitAnswer::Rejected(SubmitRejected { reason }),
@@ -138,6 +155,13 @@ impl CoordinatorState {
         if timeout_ms == 0 {
             return Err("timeout_ms: must be at least 1".to_string());
         }
+        if let Some(key) = &req.idempotency_key {
+            if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_BYTES {
+                return Err(format!(
+                    "idempotency_key: must be 1 to {MAX_IDEMPOTENCY_KEY_BYTES} bytes"
+                ));
+            }
+        }
         if self.active_jobs >= self.policy.max_active_jobs {
             return Err(format!(
                 "max-active-jobs ({}) reached",
@@ -161,7 +185,7 @@ impl CoordinatorState {
             next_retry_at: None,
             result: None,
             error: None,
-            idempotency_key: None,
+            idempotency_key: req.idempotency_key,
             updated_at: now,
             finished_at: None,
             history: Vec::new(),
@@ -170,6 +194,9 @@ impl CoordinatorState {
 
     /// Adds a job in whatever state it is in to every index that state needs.
     pub(super) fn insert(&mut self, job: Job) {
+        if let Some(key) = &job.idempotency_key {
+            self.idempotency.insert(key.clone(), job.id);
+        }
         self.by_sequence.insert(job.order_key());
         self.index(&job);
         self.jobs.insert(job.id, job);

@@ -26,13 +26,7 @@ fn state() -> CoordinatorState {
 }
 
 fn echo(message: &str) -> SubmitRequest {
-    SubmitRequest {
-        task_type: "echo".into(),
-        payload: encode_json(&json!({ "message": message })),
-        priority: Priority::Normal,
-        max_attempts: None,
-        timeout_ms: None,
-    }
+    SubmitRequest::new("echo", encode_json(&json!({ "message": message })))
 }
 
 fn consistent(s: &CoordinatorState) {
@@ -368,4 +362,31 @@ fn list_is_newest_first_and_filters_by_state() {
     let listed: Vec<JobId> = s.list(None, 2).iter().map(|v| v.job_id).collect();
     assert_eq!(listed, vec![ids[2], ids[1]]);
     assert!(s.list(Some(JobState::Running), 10).is_empty());
+}
+
+#[test]
+fn same_idempotency_key_returns_the_same_job_also_after_recovery() {
+    let mut s = state();
+    let keyed = || SubmitRequest {
+        idempotency_key: Some("order-7".into()),
+        ..echo("x")
+    };
+    let first = accepted(s.submit(keyed(), 0));
+    let rows = s.take_dirty();
+    assert_eq!(accepted(s.submit(keyed(), 1)), first);
+    assert!(!s.has_dirty(), "the repeat stored nothing");
+    assert_eq!(s.list(None, 10).len(), 1);
+    consistent(&s);
+
+    let mut recovered = state();
+    recovered.recover(rows, 2);
+    assert_eq!(accepted(recovered.submit(keyed(), 3)), first);
+    assert_eq!(recovered.list(None, 10).len(), 1);
+    let empty_key = SubmitRequest {
+        idempotency_key: Some(String::new()),
+        ..echo("x")
+    };
+    assert!(
+        matches!(recovered.submit(empty_key, 4), SubmitAnswer::Rejected(r) if r.reason.starts_with("idempotency_key"))
+    );
 }

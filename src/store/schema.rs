@@ -45,6 +45,8 @@ CREATE TABLE attempts (
     outcome TEXT,
     PRIMARY KEY (job_id, number)
 ) WITHOUT ROWID;
+CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
 ";
 
 /// One migration step: from `version - 1` to `version`.

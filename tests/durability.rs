@@ -1,0 +1,231 @@
+//! Durability across restarts: schema migration, refusal of unusable
+//! databases, idempotent submission, and a graceful stop leaving the same
+//! database shape as a crash.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::process::Command;
+use std::time::Duration;
+use taskyard::client::Client;
+use taskyard::protocol::payloads::encode_json;
+use taskyard::protocol::*;
+
+fn coordinator_binary(db: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+        .arg("--db-path")
+        .arg(db)
+        .args([
+            "--client-listen",
+            "127.0.0.1:0",
+            "--worker-listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("run taskyard-coordinator")
+}
+
+#[test]
+fn corrupt_database_is_refused_naming_the_file_and_left_untouched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("broken.db");
+    let garbage: Vec<u8> = (0..16384u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&db, &garbage).expect("write garbage");
+    let output = coordinator_binary(&db);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&db.display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains("not a database"),
+        "SQLite's words: {stderr}"
+    );
+    assert_eq!(std::fs::read(&db).expect("read"), garbage, "file unchanged");
+}
+
+#[test]
+fn database_newer_than_the_binary_is_refused_untouched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("future.db");
+    let conn = rusqlite::Connection::open(&db).expect("create");
+    conn.pragma_update(None, "user_version", 1000)
+        .expect("version");
+    drop(conn);
+    let before = std::fs::read(&db).expect("read");
+    let output = coordinator_binary(&db);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("schema version 1000 is newer"), "{stderr}");
+    assert_eq!(std::fs::read(&db).expect("read"), before);
+}
+
+/// Version 1 is the schema before priorities: no `priority`, no `sequence`.
+fn write_version_1_database(db: &std::path::Path) -> Vec<JobId> {
+    let conn = rusqlite::Connection::open(db).expect("create");
+    conn.execute_batch(
+        "CREATE TABLE jobs (id TEXT PRIMARY KEY NOT NULL, task_type TEXT NOT NULL,
+            payload BLOB NOT NULL, submitted_at INTEGER NOT NULL, state TEXT NOT NULL,
+            attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL, timeout_ms INTEGER NOT NULL,
+            lease TEXT, worker_id TEXT, assigned_at INTEGER, next_retry_at INTEGER, result BLOB,
+            error TEXT, idempotency_key TEXT, updated_at INTEGER NOT NULL, finished_at INTEGER);
+         PRAGMA user_version = 1;",
+    )
+    .expect("v1 schema");
+    let ids: Vec<JobId> = (0..4).map(|_| JobId::new_random()).collect();
+    let payload = encode_json(&json!({ "message": "legacy" }));
+    // (id, submitted_at, state, attempts): inserted out of submission order.
+    let rows = [
+        (ids[2], 3000, "QUEUED", 0),
+        (ids[0], 1000, "QUEUED", 0),
+        (ids[3], 500, "SUCCEEDED", 1),
+        (ids[1], 2000, "RUNNING", 1),
+    ];
+    for (id, at, state, attempts) in rows {
+        conn.execute(
+            "INSERT INTO jobs (id, task_type, payload, submitted_at, state, attempts, max_attempts,
+                timeout_ms, updated_at) VALUES (?1, 'echo', ?2, ?3, ?4, ?5, 3, 60000, ?3)",
+            rusqlite::params![id.to_string(), payload, at, state, attempts],
+        )
+        .expect("insert");
+    }
+    ids
+}
+
+#[test]
+fn version_1_database_migrates_to_normal_priority_keeping_creation_order() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = coordinator_config(dir.path());
+    let ids = write_version_1_database(&config.db_path);
+    let coordinator = start_coordinator(config.clone());
+    assert_eq!(coordinator.recovery.loaded, 4);
+    assert_eq!(coordinator.recovery.requeued, 1, "the RUNNING row");
+    let mut client = Client::connect(&coordinator.client_addr.to_string()).expect("connect");
+    let fresh = client
+        .submit(SubmitRequest::new(
+            "echo",
+            encode_json(&json!({ "message": "new" })),
+        ))
+        .expect("submit");
+    let SubmitAnswer::Accepted { job_id: fresh, .. } = fresh else {
+        panic!("rejected: {fresh:?}");
+    };
+    let listed = client.list(None, 10).expect("list");
+    let order: Vec<JobId> = listed.iter().map(|v| v.job_id).collect();
+    // Newest first: the new job, then legacy rows by creation time.
+    assert_eq!(order, vec![fresh, ids[2], ids[1], ids[0], ids[3]]);
+    let legacy = &listed[1..];
+    assert!(legacy
+        .iter()
+        .all(|v| v.priority == Priority::Normal && v.sequence == 0));
+    assert!(
+        listed[0].sequence >= 1,
+        "new submissions get a real sequence"
+    );
+    let states: Vec<JobState> = legacy.iter().map(|v| v.state).collect();
+    use JobState::*;
+    assert_eq!(states, vec![Queued, Queued, Queued, Succeeded]);
+    coordinator.stop();
+
+    let conn = rusqlite::Connection::open(&config.db_path).expect("open");
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, taskyard::store::schema::SCHEMA_VERSION);
+}
+
+fn submit_with_key(addr: &str, key: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .args(["--coordinator", addr, "submit", "echo"])
+        .args([
+            "--payload",
+            r#"{"message":"once"}"#,
+            "--idempotency-key",
+            key,
+        ])
+        .output()
+        .expect("run taskyard");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+#[test]
+fn idempotency_key_gives_one_job_before_and_after_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = coordinator_config(dir.path());
+    let coordinator = start_coordinator(config.clone());
+    let addr = coordinator.client_addr.to_string();
+    let first = submit_with_key(&addr, "invoice-2026-001");
+    assert_eq!(submit_with_key(&addr, "invoice-2026-001"), first);
+    assert_ne!(submit_with_key(&addr, "invoice-2026-002"), first);
+    coordinator.stop();
+
+    let coordinator = start_coordinator(config);
+    let addr = coordinator.client_addr.to_string();
+    assert_eq!(submit_with_key(&addr, "invoice-2026-001"), first);
+    let mut client = Client::connect(&addr).expect("connect");
+    assert_eq!(client.list(None, 10).expect("list").len(), 2);
+    coordinator.stop();
+}
+
+/// The rows of a database, without ids and timestamps that differ between
+/// two runs: (sequence, state, attempts, has lease, worker).
+fn shape(db: &std::path::Path) -> Vec<(i64, String, i64, bool, Option<String>)> {
+    let conn = rusqlite::Connection::open(db).expect("open");
+    let mut stmt = conn
+        .prepare("SELECT sequence, state, attempts, lease IS NOT NULL, worker_id FROM jobs ORDER BY sequence")
+        .expect("prepare");
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .expect("query");
+    rows.map(|r| r.expect("row")).collect()
+}
+
+/// Runs the same scenario and ends it with `end`: two sleeps running on a
+/// worker of capacity 2, one queued behind them, one finished echo.
+fn scenario_database(
+    end: impl FnOnce(taskyard::actors::CoordinatorHandle),
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = coordinator_config(dir.path());
+    let db = config.db_path.clone();
+    let coordinator = start_coordinator(config);
+    let worker = taskyard::worker::WorkerHandle::spawn(
+        worker_config(coordinator.worker_addr, "shape-worker", 2),
+        quiet_log(),
+    );
+    let mut client = Client::connect(&coordinator.client_addr.to_string()).expect("connect");
+    let echo = SubmitRequest::new("echo", encode_json(&json!({ "message": "done" })));
+    let SubmitAnswer::Accepted { job_id, .. } = client.submit(echo).expect("submit") else {
+        panic!("rejected");
+    };
+    client
+        .wait(job_id, Duration::from_secs(10), Duration::from_millis(5))
+        .expect("echo finishes");
+    for _ in 0..3 {
+        let sleep = SubmitRequest::new("sleep", encode_json(&json!({ "millis": 60_000 })));
+        client.submit(sleep).expect("submit");
+    }
+    wait_until("two sleeps running", Duration::from_secs(10), || {
+        let running = client.list(Some(JobState::Running), 10).expect("list");
+        running.len() == 2
+    });
+    end(coordinator);
+    worker.stop();
+    (dir, db)
+}
+
+#[test]
+fn graceful_stop_leaves_the_same_database_shape_as_a_crash() {
+    let (_graceful_dir, graceful) = scenario_database(|c| c.stop());
+    let (_killed_dir, killed) = scenario_database(|c| c.kill());
+    let shape_after_stop = shape(&graceful);
+    assert_eq!(shape_after_stop, shape(&killed));
+    let states: Vec<&str> = shape_after_stop.iter().map(|r| r.1.as_str()).collect();
+    assert_eq!(
+        states,
+        vec!["SUCCEEDED", "RUNNING", "RUNNING", "QUEUED"],
+        "RUNNING rows are not rewritten"
+    );
+}
