@@ -1,14 +1,14 @@
 //! The process logger: slog records filtered by level, formatted as text or
-//! JSON lines on stderr, written from a background thread so logging never
-//! blocks the runtime.
+//! JSON lines on stderr, written from a background thread.
 
 use crate::config::{LogFormat, LogLevel};
 use slog::{o, Drain, Level, LevelFilter, Logger, Never};
 
 /// Builds the root logger. Records below `level` are discarded before they
-/// reach the background thread; if that thread falls behind, records are
-/// dropped (and the drop counted) rather than slowing the caller. Dropping
-/// the last clone of the logger flushes what is queued.
+/// reach the background thread. No record is ever dropped: if stderr falls
+/// more than `QUEUED_RECORDS` behind, the caller waits, because an operator
+/// reconstructing what happened to a job needs every line. Dropping the last
+/// clone of the logger flushes what is queued.
 pub fn build_logger(level: LogLevel, format: LogFormat) -> Logger {
     match format {
         LogFormat::Text => {
@@ -27,12 +27,19 @@ pub fn build_logger(level: LogLevel, format: LogFormat) -> Logger {
     }
 }
 
+/// Records buffered between the caller and the writer thread.
+const QUEUED_RECORDS: usize = 4096;
+
 fn root<D>(drain: D, level: LogLevel) -> Logger
 where
     D: Drain<Ok = (), Err = Never> + Send + 'static,
 {
     let filtered = LevelFilter::new(drain, slog_level(level)).ignore_res();
-    let drain = slog_async::Async::new(filtered).build().ignore_res();
+    let drain = slog_async::Async::new(filtered)
+        .chan_size(QUEUED_RECORDS)
+        .overflow_strategy(slog_async::OverflowStrategy::Block)
+        .build()
+        .ignore_res();
     Logger::root(drain, o!())
 }
 

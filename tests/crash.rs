@@ -1,0 +1,272 @@
+//! Crash recovery with real processes: the built coordinator is killed with
+//! SIGKILL three times while three worker processes run 2,000 sleep jobs.
+//! No acknowledged job may be lost, and no job may run more often than its
+//! attempt budget allows.
+
+mod common;
+
+use common::wait_until;
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+use taskyard::client::Client;
+use taskyard::protocol::payloads::encode_json;
+use taskyard::protocol::{JobId, SubmitAnswer, SubmitRequest};
+
+const JOBS: usize = 2000;
+const BATCH: usize = 50;
+const KILLS: usize = 3;
+const MAX_ATTEMPTS: u32 = 3;
+
+/// A loopback port that was free a moment ago; reused across restarts so
+/// workers and clients find the coordinator again.
+fn free_port() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr")
+}
+
+/// xorshift64: reproducible randomness from a printed seed, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+struct Ports {
+    client: SocketAddr,
+    worker: SocketAddr,
+}
+
+fn start_coordinator(db: &Path, ports: &Ports, log: &Path) -> Child {
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("coordinator log");
+    Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+        .arg("--db-path")
+        .arg(db)
+        .args(["--client-listen", &ports.client.to_string()])
+        .args(["--worker-listen", &ports.worker.to_string()])
+        .args([
+            "--sweep-interval-millis",
+            "50",
+            "--heartbeat-timeout-millis",
+            "1000",
+        ])
+        .args(["--retry-base-millis", "20", "--retry-cap-millis", "200"])
+        .args(["--default-max-attempts", &MAX_ATTEMPTS.to_string()])
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start coordinator")
+}
+
+fn start_worker(i: usize, ports: &Ports, log: &Path) -> Child {
+    let stderr = std::fs::File::create(log).expect("worker log");
+    Command::new(env!("CARGO_BIN_EXE_taskyard-worker"))
+        .args(["--coordinator", &ports.worker.to_string()])
+        .args([
+            "--worker-id",
+            &format!("crash-worker-{i}"),
+            "--capacity",
+            "4",
+        ])
+        .args([
+            "--heartbeat-interval-millis",
+            "200",
+            "--reconnect-max-millis",
+            "100",
+        ])
+        .args(["--log-level", "debug", "--log-format", "json"])
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start worker")
+}
+
+fn connect(addr: &str) -> Client {
+    let mut client = None;
+    wait_until(
+        "the coordinator to accept clients",
+        Duration::from_secs(20),
+        || {
+            client = Client::connect(addr).ok();
+            client.is_some()
+        },
+    );
+    client.expect("connected")
+}
+
+/// Submits every job in batches with idempotency keys, retrying a batch
+/// whose answer was lost to a crash (the keys make the retry harmless).
+/// Returns the acknowledged ids.
+fn submit_all(addr: &str, rng_seed: u64) -> Vec<JobId> {
+    let mut rng = Rng(rng_seed);
+    let mut acknowledged = Vec::with_capacity(JOBS);
+    let mut client = connect(addr);
+    for start in (0..JOBS).step_by(BATCH) {
+        let batch: Vec<SubmitRequest> = (start..start + BATCH)
+            .map(|i| SubmitRequest {
+                idempotency_key: Some(format!("crash-{i}")),
+                ..SubmitRequest::new("sleep", encode_json(&json!({ "millis": 1 + rng.next(20) })))
+            })
+            .collect();
+        let answers = loop {
+            match client.submit_batch(batch.clone()) {
+                Ok(answers) => break answers,
+                Err(_) => client = connect(addr),
+            }
+        };
+        for answer in answers {
+            match answer {
+                SubmitAnswer::Accepted { job_id, .. } => acknowledged.push(job_id),
+                SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+            }
+        }
+    }
+    acknowledged
+}
+
+/// Executions per job, from the workers' "task assigned" log lines.
+fn executions(logs: &[PathBuf]) -> HashMap<String, u32> {
+    let mut counts = HashMap::new();
+    for log in logs {
+        let text = std::fs::read_to_string(log).expect("read worker log");
+        for line in text.lines() {
+            let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if record["msg"] == "task assigned" {
+                if let Some(job) = record["job"].as_str() {
+                    *counts.entry(job.to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    counts
+}
+
+fn stored_jobs(db: &Path) -> HashMap<String, (String, Option<String>)> {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut stmt = conn
+        .prepare("SELECT id, state, error FROM jobs")
+        .expect("prepare");
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .expect("query");
+    rows.map(|r| r.expect("row")).collect()
+}
+
+#[test]
+fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("crash.db");
+    let coordinator_log = dir.path().join("coordinator.log");
+    let ports = Ports {
+        client: free_port(),
+        worker: free_port(),
+    };
+    let seed = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    println!("seed {seed}");
+    let mut rng = Rng(seed);
+    let mut coordinator = start_coordinator(&db, &ports, &coordinator_log);
+    let worker_logs: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("worker-{i}.log")))
+        .collect();
+    let mut workers: Vec<Child> = worker_logs
+        .iter()
+        .enumerate()
+        .map(|(i, log)| start_worker(i, &ports, log))
+        .collect();
+
+    let addr = ports.client.to_string();
+    let submitter = std::thread::spawn({
+        let addr = addr.clone();
+        move || submit_all(&addr, seed)
+    });
+    for _ in 0..KILLS {
+        std::thread::sleep(Duration::from_millis(150 + rng.next(500)));
+        coordinator.kill().expect("kill -9");
+        coordinator.wait().expect("reap");
+        coordinator = start_coordinator(&db, &ports, &coordinator_log);
+    }
+    let acknowledged = submitter.join().expect("submitter");
+
+    let mut client = connect(&addr);
+    let wanted: HashSet<JobId> = acknowledged.iter().copied().collect();
+    wait_until(
+        "every acknowledged job to be terminal",
+        Duration::from_secs(90),
+        || {
+            let jobs = match client.list(None, (JOBS * 2) as u32) {
+                Ok(jobs) => jobs,
+                Err(_) => {
+                    client = connect(&addr);
+                    return false;
+                }
+            };
+            let terminal = jobs
+                .iter()
+                .filter(|j| wanted.contains(&j.job_id) && j.state.is_terminal())
+                .count();
+            terminal == wanted.len()
+        },
+    );
+    for worker in &mut workers {
+        let _ = Command::new("kill")
+            .args(["-TERM", &worker.id().to_string()])
+            .status();
+        worker.wait().expect("worker exits");
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &coordinator.id().to_string()])
+        .status();
+    coordinator.wait().expect("coordinator exits");
+
+    let stored = stored_jobs(&db);
+    let runs = executions(&worker_logs);
+    let (mut succeeded, mut failed) = (0, 0);
+    for id in &acknowledged {
+        let (state, error) = stored
+            .get(&id.to_string())
+            .unwrap_or_else(|| panic!("acknowledged job {id} missing from the database"));
+        match state.as_str() {
+            "SUCCEEDED" => succeeded += 1,
+            "FAILED" => {
+                assert_eq!(
+                    error.as_deref(),
+                    Some("restarted during final attempt"),
+                    "job {id}"
+                );
+                failed += 1;
+            }
+            other => panic!("job {id} ended {other}"),
+        }
+    }
+    for (job, count) in &runs {
+        assert!(*count <= MAX_ATTEMPTS, "job {job} ran {count} times");
+    }
+    let total_runs: u32 = runs.values().sum();
+    println!(
+        "acknowledged {}, succeeded {succeeded}, failed {failed}, executions {total_runs}, \
+         jobs executed more than once {}, {:.1} s",
+        acknowledged.len(),
+        runs.values().filter(|c| **c > 1).count(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(acknowledged.len(), JOBS);
+    assert_eq!(succeeded + failed, JOBS);
+}
