@@ -390,3 +390,62 @@ fn same_idempotency_key_returns_the_same_job_also_after_recovery() {
         matches!(recovered.submit(empty_key, 4), SubmitAnswer::Rejected(r) if r.reason.starts_with("idempotency_key"))
     );
 }
+
+#[test]
+fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], 0);
+    let waiting = accepted(s.submit(echo("retry"), 0));
+    let done = accepted(s.submit(echo("done"), 0));
+    s.schedule(0);
+    let leases: Vec<(JobId, LeaseId)> = assignments(&s.take_effects())
+        .into_iter()
+        .map(|(_, job, lease)| (job, lease))
+        .collect();
+    for (job, lease) in leases {
+        let outcome = if job == waiting {
+            TaskOutcome::Failed("transient".into())
+        } else {
+            TaskOutcome::Succeeded(b"ok".to_vec())
+        };
+        s.task_result(&w("a"), job, lease, outcome, 10)
+            .expect("applied");
+    }
+    let rows: Vec<Job> = [waiting, done]
+        .iter()
+        .filter_map(|id| s.job(*id).cloned())
+        .collect();
+
+    let mut recovered = state();
+    let summary = recovered.recover(rows.clone(), 20);
+    assert_eq!(
+        summary,
+        RecoverySummary {
+            loaded: 2,
+            requeued: 0,
+            failed: 0
+        }
+    );
+    consistent(&recovered);
+    assert!(
+        !recovered.has_dirty(),
+        "rows loaded as they are are not rewritten"
+    );
+    for row in &rows {
+        assert_eq!(recovered.job(row.id), Some(row));
+    }
+    assert_eq!(recovered.active_jobs(), 1);
+    recovered.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], 20);
+    recovered.sweep(10 + 999);
+    assert!(
+        assignments(&recovered.take_effects()).is_empty(),
+        "retry not due yet"
+    );
+    recovered.sweep(10 + 1000);
+    assert_eq!(
+        assignments(&recovered.take_effects()).len(),
+        1,
+        "due retry runs"
+    );
+    consistent(&recovered);
+}
