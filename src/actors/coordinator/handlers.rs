@@ -3,6 +3,7 @@
 
 use super::messages::*;
 use super::Coordinator;
+use crate::actors::outbox::ClientAnswer;
 use crate::protocol::{ClientRequest, ClientResponse, SubmitRequest};
 use actix::{Context, Handler};
 use slog::info;
@@ -79,8 +80,11 @@ impl Handler<ClientCommand> for Coordinator {
         }
         let now = self.now();
         let response = self.apply_request(m.request, now);
-        let answer = self.answer(m.reply_to, m.request_id, response);
-        self.finish(answer, ctx);
+        let answer = ClientAnswer {
+            request_id: m.request_id,
+            response,
+        };
+        self.finish(Some((m.reply_to, answer)), ctx);
     }
 }
 

@@ -10,7 +10,7 @@ pub mod messages;
 use crate::actors::outbox::{ClientAnswer, Delivery, Outbox, SendToWorker};
 use crate::actors::persistence::CommitBatch;
 use crate::clock::Clock;
-use crate::protocol::{ClientResponse, CoordinatorToWorker, JobId};
+use crate::protocol::{CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, SessionId};
 use crate::store::StoreError;
 use actix::{Actor, ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
@@ -156,21 +156,6 @@ impl Coordinator {
             info!(self.log, "state frozen and durable; stopping");
             actix::System::current().stop();
         }
-    }
-
-    fn answer(
-        &self,
-        reply_to: Recipient<ClientAnswer>,
-        request_id: u64,
-        response: ClientResponse,
-    ) -> Option<(Recipient<ClientAnswer>, ClientAnswer)> {
-        Some((
-            reply_to,
-            ClientAnswer {
-                request_id,
-                response,
-            },
-        ))
     }
 }
 
