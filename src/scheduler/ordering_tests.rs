@@ -153,6 +153,30 @@ fn an_aged_low_job_runs_before_younger_jobs_at_or_below_its_level() {
     assert_eq!(order_at(2 * AGING_STEP), ["low", "normal", "high"]);
 }
 
+/// The README's worked example, with its 30 s aging step: which of a LOW
+/// job submitted at 0 s and a HIGH job submitted at 10 s runs first.
+#[test]
+fn the_readme_aging_example_holds() {
+    let first_at = |now: i64| {
+        let mut s = CoordinatorState::new(
+            Policy {
+                aging_step_ms: 30_000,
+                ..policy()
+            },
+            slog::Logger::root(slog::Discard, slog::o!()),
+        );
+        let a = submit(&mut s, "echo", Priority::Low, 0);
+        let b = submit(&mut s, "echo", Priority::High, 10_000);
+        let levels = [a, b].map(|id| s.status(id, now).map(|v| v.effective_level));
+        worker(&mut s, "w", 1, &["echo"], now);
+        let first = jobs_of(&pass(&mut s, now));
+        (levels, if first == [a] { "A" } else { "B" })
+    };
+    assert_eq!(first_at(10_000), ([Some(0), Some(2)], "B"));
+    assert_eq!(first_at(30_000), ([Some(1), Some(2)], "B"));
+    assert_eq!(first_at(60_000), ([Some(2), Some(2)], "A"));
+}
+
 /// A mixed load: three task types, all priorities, staggered submissions,
 /// workers of different capacities and task types. One pass at `now`; the
 /// assignments as (session, job sequence), which do not depend on job ids.
