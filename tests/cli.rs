@@ -180,3 +180,50 @@ fn dev_runs_a_working_cluster_and_stops_on_ctrl_c() {
     assert_eq!(status.and_then(|s| s.code()), Some(0));
     assert!(dir.path().join("taskyard-data/taskyard.db").exists());
 }
+
+#[test]
+fn list_shows_the_base_priority_and_the_aged_effective_level() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = taskyard::config::CoordinatorConfig {
+        aging_step_millis: 200,
+        ..coordinator_config(dir.path())
+    };
+    let cluster = Cluster {
+        coordinator: Some(start_coordinator(config)),
+        dir,
+        workers: Vec::new(),
+    };
+    let addr = cluster.client_addr();
+    let low = [
+        "submit",
+        "thumbnail",
+        "--payload",
+        "{}",
+        "--priority",
+        "low",
+    ];
+    assert_eq!(taskyard(&addr, &low).status.code(), Some(0));
+
+    let mut listed = serde_json::Value::Null;
+    wait_until(
+        "the LOW job aged two steps",
+        Duration::from_secs(10),
+        || {
+            let output = taskyard(&addr, &["list", "--json"]);
+            listed = serde_json::from_slice(&output.stdout).unwrap_or_default();
+            listed[0]["effective_level"] == 2
+        },
+    );
+    assert_eq!(listed[0]["priority"], "low", "{listed}");
+
+    let table = stdout(&taskyard(&addr, &["list"]));
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    assert!(header.contains("PRIORITY  EFFECTIVE"), "{table}");
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[3..5], ["low", "high"], "{table}");
+}

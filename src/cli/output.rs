@@ -9,7 +9,7 @@
 use crate::cli::exit::CliError;
 use crate::cli::time::format_millis;
 use crate::protocol::payloads::decode_value;
-use crate::protocol::{Attempt, JobId, JobView, WorkerView};
+use crate::protocol::{Attempt, JobId, JobView, Priority, WorkerView};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -65,6 +65,7 @@ pub fn job_json(job: &JobView) -> Value {
         "task_type": job.task_type,
         "state": job.state,
         "priority": job.priority,
+        "effective_level": job.effective_level,
         "sequence": job.sequence,
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
@@ -166,12 +167,21 @@ pub fn jobs_table(jobs: &[JobView]) -> String {
                 j.task_type.clone(),
                 j.state.to_string(),
                 j.priority.to_string(),
+                level_name(j.effective_level),
                 format!("{}/{}", j.attempts, j.max_attempts),
                 format_millis(j.updated_at),
             ]
         })
         .collect();
-    let headers = ["ID", "TYPE", "STATE", "PRIORITY", "ATTEMPTS", "UPDATED"];
+    let headers = [
+        "ID",
+        "TYPE",
+        "STATE",
+        "PRIORITY",
+        "EFFECTIVE",
+        "ATTEMPTS",
+        "UPDATED",
+    ];
     table(&headers, rows)
 }
 
@@ -221,6 +231,11 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     out
 }
 
+/// An effective level by the name of the priority it equals.
+fn level_name(level: u8) -> String {
+    Priority::from_level(i64::from(level)).map_or_else(|| level.to_string(), |p| p.to_string())
+}
+
 fn or_dash<T: ToString>(value: Option<&T>) -> String {
     value.map_or_else(|| "-".to_string(), T::to_string)
 }
@@ -251,7 +266,7 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use crate::protocol::payloads::encode_json;
-    use crate::protocol::{JobState, Priority, WorkerId};
+    use crate::protocol::{JobState, WorkerId};
 
     fn job() -> JobView {
         JobView {
@@ -260,6 +275,7 @@ mod tests {
             payload: encode_json(&json!({ "message": "hi" })),
             state: JobState::Succeeded,
             priority: Priority::High,
+            effective_level: 2,
             sequence: 3,
             attempts: 1,
             max_attempts: 3,
@@ -289,7 +305,8 @@ mod tests {
         assert_eq!(value["worker_id"], json!("w1"));
         assert_eq!(value["lease"], Value::Null);
         assert_eq!(value["updated_at"], json!(1_700_000_000_123_i64));
-        assert_eq!(value.as_object().map(|o| o.len()), Some(20));
+        assert_eq!(value["effective_level"], json!(2));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(21));
     }
 
     #[test]
@@ -327,6 +344,25 @@ mod tests {
         };
         assert!(finished(&view).ends_with("FAILED after 3/3 attempts: boom"));
         assert_eq!(finished(&job()), "hi");
+    }
+
+    #[test]
+    fn list_shows_base_priority_and_effective_level() {
+        let aged = JobView {
+            priority: Priority::Low,
+            effective_level: 1,
+            ..job()
+        };
+        let text = jobs_table(&[aged]);
+        let mut lines = text.lines();
+        let header = lines.next().unwrap_or_default();
+        let row: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert!(header.contains("PRIORITY  EFFECTIVE  ATTEMPTS"), "{text}");
+        assert_eq!(row[3..5], ["low", "normal"], "{text}");
     }
 
     #[test]

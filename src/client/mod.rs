@@ -6,12 +6,10 @@
 //! use taskyard::protocol::{payloads, Priority, SubmitRequest};
 //!
 //! let mut client = Client::connect("127.0.0.1:7400")?;
+//! let payload = payloads::encode_json(&serde_json::json!({ "message": "hi" }));
 //! let answer = client.submit(SubmitRequest {
-//!     task_type: "echo".into(),
-//!     payload: payloads::encode_json(&serde_json::json!({ "message": "hi" })),
-//!     priority: Priority::Normal,
-//!     max_attempts: None,
-//!     timeout_ms: None,
+//!     priority: Priority::High,
+//!     ..SubmitRequest::new("echo", payload)
 //! })?;
 //! # Ok::<(), taskyard::client::ClientError>(())
 //! ```

@@ -145,6 +145,7 @@ mod tests {
             payload: vec![1, 2, 3],
             state: JobState::RetryWait,
             priority: Priority::Low,
+            effective_level: 1,
             sequence: 7,
             attempts: 1,
             max_attempts: 3,

@@ -264,6 +264,10 @@ pub struct JobView {
     pub payload: Vec<u8>,
     pub state: JobState,
     pub priority: Priority,
+    /// The level the job is scheduled at when the view is taken: its base
+    /// priority raised by aging (LOW 0, NORMAL 1, HIGH 2).
+    #[serde(default)]
+    pub effective_level: u8,
     pub sequence: u64,
     pub attempts: u32,
     pub max_attempts: u32,

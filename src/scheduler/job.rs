@@ -4,6 +4,7 @@
 use crate::protocol::{
     Attempt, AttemptOutcome, JobId, JobState, JobView, LeaseId, Priority, WorkerId,
 };
+use crate::scheduler::queues::effective_level;
 use std::sync::Arc;
 
 /// One job as the coordinator holds it in memory and as it is stored in one
@@ -55,14 +56,16 @@ impl Job {
         }
     }
 
-    /// A read-only view for clients; `no_worker` is filled by the caller.
-    pub fn view(&self, no_worker: bool) -> JobView {
+    /// A read-only view for clients; `no_worker` is filled by the caller,
+    /// `effective_level` is the job's level at `now` under `aging_step_ms`.
+    pub fn view(&self, no_worker: bool, now: i64, aging_step_ms: u64) -> JobView {
         JobView {
             job_id: self.id,
             task_type: self.task_type.clone(),
             payload: self.payload.to_vec(),
             state: self.state,
             priority: self.priority,
+            effective_level: effective_level(self.priority, self.submitted_at, now, aging_step_ms),
             sequence: self.sequence,
             attempts: self.attempts,
             max_attempts: self.max_attempts,

@@ -9,6 +9,8 @@ pub mod state;
 pub mod workers;
 
 #[cfg(test)]
+mod ordering_tests;
+#[cfg(test)]
 mod tests;
 
 pub use job::Job;

@@ -26,10 +26,17 @@ fn rank(priority: Priority, key: OrderKey, now: i64, aging_step_ms: u64) -> Rank
     )
 }
 
-/// All QUEUED jobs. Within one (type, base level) FIFO, the head is both the
-/// oldest and (since age grows alike for all) the highest effective level, so
-/// the first job overall is the best of the heads: selection looks at three
-/// heads per task type, never at the whole queue.
+/// All QUEUED jobs, one FIFO per (task type, base level) ordered by
+/// `OrderKey`. Selection looks at three heads per task type, never at the
+/// whole queue, and still finds the job a full sort by (effective level desc,
+/// sequence, submitted_at, id) puts first. Why: within one FIFO, keys ascend
+/// by sequence and hence by submission time — sequenced rows are admitted
+/// with non-decreasing submission times (`CoordinatorState::admit` never lets
+/// it go back) and legacy rows (sequence 0, ordered by submission time among
+/// themselves) predate every sequenced row. So the head is the oldest job of
+/// its FIFO; effective level never decreases with age, so the head also has
+/// the highest level there, and ranks first in its FIFO. The global first job
+/// is therefore the best head. `ordering_tests` checks this by property test.
 #[derive(Debug, Default)]
 pub struct ReadyQueues {
     by_type: HashMap<String, [BTreeSet<OrderKey>; 3]>,

@@ -79,6 +79,8 @@ pub struct CoordinatorState {
     pub(super) deadlines: BTreeSet<(i64, JobId)>,
     pub(super) retries: BTreeSet<(i64, JobId)>,
     pub(super) next_sequence: u64,
+    /// The latest `submitted_at` of any job held; see `admit`.
+    latest_submission: i64,
     pub(super) active_jobs: u64,
     /// Idempotency key → the job first submitted with it.
     idempotency: HashMap<String, JobId>,
@@ -99,6 +101,7 @@ impl CoordinatorState {
             deadlines: BTreeSet::new(),
             retries: BTreeSet::new(),
             next_sequence: 1,
+            latest_submission: i64::MIN,
             active_jobs: 0,
             idempotency: HashMap::new(),
             dirty: Vec::new(),
@@ -152,6 +155,11 @@ impl CoordinatorState {
             ));
         }
         let timeout_ms = req.timeout_ms.unwrap_or(self.policy.default_timeout_ms);
+        // Scheduling compares only the head of each FIFO, which is right only
+        // while sequence order is also submission-time order (the oldest job
+        // of a level is then its highest effective level). A wall clock that
+        // steps back must not break that, so submission time never decreases.
+        let submitted_at = now.max(self.latest_submission);
         if timeout_ms == 0 {
             return Err("timeout_ms: must be at least 1".to_string());
         }
@@ -174,7 +182,7 @@ impl CoordinatorState {
             payload: req.payload.into(),
             priority: req.priority,
             sequence: self.next_sequence,
-            submitted_at: now,
+            submitted_at,
             state: JobState::Queued,
             attempts: 0,
             max_attempts,
@@ -197,6 +205,7 @@ impl CoordinatorState {
         if let Some(key) = &job.idempotency_key {
             self.idempotency.insert(key.clone(), job.id);
         }
+        self.latest_submission = self.latest_submission.max(job.submitted_at);
         self.by_sequence.insert(job.order_key());
         self.index(&job);
         self.jobs.insert(job.id, job);
@@ -310,21 +319,27 @@ impl CoordinatorState {
         std::mem::take(&mut self.effects)
     }
 
-    pub fn status(&self, id: JobId) -> Option<JobView> {
-        let job = self.jobs.get(&id)?;
-        Some(job.view(!self.workers.advertised(&job.task_type)))
+    /// The job as a client sees it at `now`.
+    pub fn status(&self, id: JobId, now: i64) -> Option<JobView> {
+        self.jobs.get(&id).map(|job| self.view(job, now))
     }
 
-    /// Up to `limit` jobs, newest submission first, optionally of one state.
-    pub fn list(&self, state: Option<JobState>, limit: usize) -> Vec<JobView> {
+    /// Up to `limit` jobs as seen at `now`, newest submission first,
+    /// optionally of one state.
+    pub fn list(&self, state: Option<JobState>, limit: usize, now: i64) -> Vec<JobView> {
         self.by_sequence
             .iter()
             .rev()
             .filter_map(|key| self.jobs.get(&key.2))
             .filter(|job| state.is_none_or(|s| job.state == s))
             .take(limit)
-            .map(|job| job.view(!self.workers.advertised(&job.task_type)))
+            .map(|job| self.view(job, now))
             .collect()
+    }
+
+    fn view(&self, job: &Job, now: i64) -> JobView {
+        let no_worker = !self.workers.advertised(&job.task_type);
+        job.view(no_worker, now, self.policy.aging_step_ms)
     }
 
     /// True when `worker` is registered through exactly `session`.

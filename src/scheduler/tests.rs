@@ -72,7 +72,7 @@ fn submit_assign_result_succeeds() {
     assert_eq!(assigned.len(), 1);
     let (session, job_id, lease) = assigned[0];
     assert_eq!((session, job_id), (SessionId(1), job));
-    assert_eq!(s.status(job).map(|v| v.state), Some(JobState::Running));
+    assert_eq!(s.status(job, 0).map(|v| v.state), Some(JobState::Running));
     s.task_result(
         &w("a"),
         job,
@@ -82,7 +82,7 @@ fn submit_assign_result_succeeds() {
     )
     .expect("applied");
     consistent(&s);
-    let view = s.status(job).expect("exists");
+    let view = s.status(job, 0).expect("exists");
     assert_eq!(view.state, JobState::Succeeded);
     assert_eq!(view.result.as_deref(), Some(&b"hi"[..]));
     assert_eq!(s.active_jobs(), 0);
@@ -105,7 +105,10 @@ fn fifo_by_sequence_to_the_least_loaded_worker() {
         order,
         vec![(SessionId(1), jobs[0]), (SessionId(2), jobs[1])]
     );
-    assert_eq!(s.status(jobs[2]).map(|v| v.state), Some(JobState::Queued));
+    assert_eq!(
+        s.status(jobs[2], 0).map(|v| v.state),
+        Some(JobState::Queued)
+    );
 }
 
 #[test]
@@ -132,7 +135,7 @@ fn invalid_submissions_are_rejected_and_change_nothing() {
         }
     }
     assert!(!s.has_dirty());
-    assert_eq!(s.list(None, 10).len(), 0);
+    assert_eq!(s.list(None, 10, 0).len(), 0);
     consistent(&s);
 }
 
@@ -180,7 +183,7 @@ fn failed_attempts_back_off_then_fail_with_the_last_error() {
         )
         .expect("applied");
         consistent(&s);
-        let view = s.status(job).expect("exists");
+        let view = s.status(job, 0).expect("exists");
         if attempt < 3 {
             assert_eq!(view.state, JobState::RetryWait);
             let delay = 1000 * 2i64.pow(attempt - 1);
@@ -230,7 +233,7 @@ fn stale_results_are_dropped_and_change_nothing() {
             1
         )
         .is_err());
-    assert_eq!(s.status(job).map(|v| v.state), Some(JobState::Running));
+    assert_eq!(s.status(job, 0).map(|v| v.state), Some(JobState::Running));
     assert!(!s.has_dirty());
     consistent(&s);
 }
@@ -252,7 +255,7 @@ fn silent_worker_is_dead_after_the_timeout_and_not_before() {
         session: SessionId(1),
         reason: "no heartbeat for 6000 ms".into()
     }));
-    let view = s.status(job).expect("exists");
+    let view = s.status(job, 0).expect("exists");
     assert_eq!(view.state, JobState::RetryWait);
     assert_eq!(view.next_retry_at, Some(6001 + 1000));
     assert_eq!(
@@ -287,7 +290,7 @@ fn expired_deadline_cancels_on_the_worker_and_retries() {
         session: SessionId(1),
         frame: CoordinatorToWorker::TaskCancel { job_id: job, lease }
     }));
-    assert_eq!(s.status(job).map(|v| v.state), Some(JobState::RetryWait));
+    assert_eq!(s.status(job, 0).map(|v| v.state), Some(JobState::RetryWait));
     assert!(s
         .task_result(&w("a"), job, lease, TaskOutcome::Succeeded(vec![]), 502)
         .is_err());
@@ -337,10 +340,10 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
     );
     consistent(&recovered);
     assert_eq!(
-        recovered.status(first).map(|v| v.state),
+        recovered.status(first, 0).map(|v| v.state),
         Some(JobState::Queued)
     );
-    let failed = recovered.status(last).expect("exists");
+    let failed = recovered.status(last, 0).expect("exists");
     assert_eq!(failed.state, JobState::Failed);
     assert_eq!(
         failed.error.as_deref(),
@@ -359,9 +362,9 @@ fn list_is_newest_first_and_filters_by_state() {
     let ids: Vec<JobId> = (0..3)
         .map(|i| accepted(s.submit(echo(&i.to_string()), i)))
         .collect();
-    let listed: Vec<JobId> = s.list(None, 2).iter().map(|v| v.job_id).collect();
+    let listed: Vec<JobId> = s.list(None, 2, 0).iter().map(|v| v.job_id).collect();
     assert_eq!(listed, vec![ids[2], ids[1]]);
-    assert!(s.list(Some(JobState::Running), 10).is_empty());
+    assert!(s.list(Some(JobState::Running), 10, 0).is_empty());
 }
 
 #[test]
@@ -375,13 +378,13 @@ fn same_idempotency_key_returns_the_same_job_also_after_recovery() {
     let rows = s.take_dirty();
     assert_eq!(accepted(s.submit(keyed(), 1)), first);
     assert!(!s.has_dirty(), "the repeat stored nothing");
-    assert_eq!(s.list(None, 10).len(), 1);
+    assert_eq!(s.list(None, 10, 0).len(), 1);
     consistent(&s);
 
     let mut recovered = state();
     recovered.recover(rows, 2);
     assert_eq!(accepted(recovered.submit(keyed(), 3)), first);
-    assert_eq!(recovered.list(None, 10).len(), 1);
+    assert_eq!(recovered.list(None, 10, 0).len(), 1);
     let empty_key = SubmitRequest {
         idempotency_key: Some(String::new()),
         ..echo("x")

@@ -35,7 +35,17 @@ impl WorkerHandle {
     /// `config.worker_id` is empty), so [`WorkerHandle::worker_id`] is the id
     /// the coordinator will see. If the thread or runtime cannot be created
     /// the failure is logged at error level and the handle does nothing.
-    pub fn spawn(mut config: WorkerConfig, log: Logger) -> WorkerHandle {
+    pub fn spawn(config: WorkerConfig, log: Logger) -> WorkerHandle {
+        WorkerHandle::spawn_with_registry(config, TaskRegistry::with_builtins(), log)
+    }
+
+    /// [`WorkerHandle::spawn`] running the task types of `registry` instead
+    /// of the built-ins.
+    pub fn spawn_with_registry(
+        mut config: WorkerConfig,
+        registry: TaskRegistry,
+        log: Logger,
+    ) -> WorkerHandle {
         let worker_id = resolve_worker_id(&config);
         config.worker_id = worker_id.0.clone();
         let shutdown = CancellationToken::new();
@@ -43,7 +53,7 @@ impl WorkerHandle {
         let thread_log = log.clone();
         let thread = std::thread::Builder::new()
             .name(format!("taskyard-{worker_id}"))
-            .spawn(move || run_on_own_runtime(config, thread_log, token));
+            .spawn(move || run_on_own_runtime(config, registry, thread_log, token));
         let thread = thread
             .map_err(|e| error!(log, "cannot start worker thread"; "error" => %e))
             .ok();
@@ -77,12 +87,17 @@ impl Drop for WorkerHandle {
     }
 }
 
-fn run_on_own_runtime(config: WorkerConfig, log: Logger, shutdown: CancellationToken) {
+fn run_on_own_runtime(
+    config: WorkerConfig,
+    registry: TaskRegistry,
+    log: Logger,
+    shutdown: CancellationToken,
+) {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(run(config, log, shutdown)),
+        Ok(runtime) => runtime.block_on(run_with_registry(config, registry, log, shutdown)),
         Err(e) => error!(log, "cannot start worker runtime"; "error" => %e),
     }
 }

@@ -99,12 +99,12 @@ impl Coordinator {
             ClientRequest::SubmitBatch(reqs) => {
                 ClientResponse::BatchSubmitted(self.submit_all(reqs, now))
             }
-            ClientRequest::Status { job_id } => match self.state.status(job_id) {
+            ClientRequest::Status { job_id } => match self.state.status(job_id, now) {
                 Some(view) => ClientResponse::Job(Box::new(view)),
                 None => ClientResponse::NotFound { job_id },
             },
             ClientRequest::List { state, limit } => {
-                ClientResponse::Jobs(self.state.list(state, limit as usize))
+                ClientResponse::Jobs(self.state.list(state, limit as usize, now))
             }
             ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views()),
         }
