@@ -7,10 +7,12 @@ mod common;
 use common::*;
 use serde_json::json;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use taskyard::client::Client;
 use taskyard::protocol::payloads::encode_json;
 use taskyard::protocol::*;
+use taskyard::worker::{TaskContext, TaskRegistry, WorkerHandle};
 
 fn coordinator_binary(db: &std::path::Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
@@ -228,4 +230,68 @@ fn graceful_stop_leaves_the_same_database_shape_as_a_crash() {
         vec!["SUCCEEDED", "RUNNING", "RUNNING", "QUEUED"],
         "RUNNING rows are not rewritten"
     );
+}
+
+/// A worker whose only task type, `record`, notes the order jobs arrive in.
+fn recording_worker(addr: std::net::SocketAddr, order: &Arc<Mutex<Vec<JobId>>>) -> WorkerHandle {
+    let order = Arc::clone(order);
+    let mut registry = TaskRegistry::empty();
+    registry
+        .register("record", move |ctx: TaskContext, _payload: Vec<u8>| {
+            let order = Arc::clone(&order);
+            async move {
+                order.lock().expect("order lock").push(ctx.job_id);
+                TaskOutcome::Succeeded(Vec::new())
+            }
+        })
+        .expect("valid task type");
+    WorkerHandle::spawn_with_registry(worker_config(addr, "recorder", 1), registry, quiet_log())
+}
+
+fn submit_record(client: &mut Client, priority: Priority) -> JobId {
+    let req = SubmitRequest {
+        priority,
+        ..SubmitRequest::new("record", encode_json(&json!({})))
+    };
+    match client.submit(req).expect("submit") {
+        SubmitAnswer::Accepted { job_id, .. } => job_id,
+        SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+    }
+}
+
+#[test]
+fn scheduling_order_is_reproduced_after_a_restart_and_new_jobs_follow() {
+    use Priority::*;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = taskyard::config::CoordinatorConfig {
+        aging_step_millis: 3_600_000,
+        ..coordinator_config(dir.path())
+    };
+    // (priority, id) in submission order, across the restart.
+    let mut submitted: Vec<(Priority, JobId)> = Vec::new();
+    let coordinator = start_coordinator(config.clone());
+    let mut client = Client::connect(&coordinator.client_addr.to_string()).expect("connect");
+    for p in [Low, High, Normal, Low, High, Normal, Normal, Low, High] {
+        submitted.push((p, submit_record(&mut client, p)));
+    }
+    coordinator.stop();
+
+    let coordinator = start_coordinator(config);
+    let mut client = Client::connect(&coordinator.client_addr.to_string()).expect("connect");
+    for p in [High, Low, Normal] {
+        submitted.push((p, submit_record(&mut client, p)));
+    }
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let worker = recording_worker(coordinator.worker_addr, &order);
+    wait_until("all jobs to run", Duration::from_secs(10), || {
+        order.lock().expect("order lock").len() == submitted.len()
+    });
+    worker.stop();
+    coordinator.stop();
+
+    // Highest priority first, then submission order, new jobs after old.
+    let mut expected = submitted.clone();
+    expected.sort_by_key(|(p, _)| std::cmp::Reverse(*p));
+    let expected: Vec<JobId> = expected.into_iter().map(|(_, id)| id).collect();
+    assert_eq!(*order.lock().expect("order lock"), expected);
 }
