@@ -211,10 +211,11 @@ fn list_shows_the_base_priority_and_the_aged_effective_level() {
         || {
             let output = taskyard(&addr, &["list", "--json"]);
             listed = serde_json::from_slice(&output.stdout).unwrap_or_default();
-            listed[0]["effective_level"] == 2
+            listed["jobs"][0]["effective_level"] == 2
         },
     );
-    assert_eq!(listed[0]["priority"], "low", "{listed}");
+    assert_eq!(listed["jobs"][0]["priority"], "low", "{listed}");
+    assert_eq!(listed["counts"]["QUEUED"], 1, "{listed}");
 
     let table = stdout(&taskyard(&addr, &["list"]));
     let mut lines = table.lines();

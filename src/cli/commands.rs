@@ -1,8 +1,9 @@
 //! One function per subcommand: connect, ask, render, choose the exit code.
 
 use crate::cli::output::{self, emit, warn};
-use crate::cli::{CliError, Context, Exit, ListArgs, StatusArgs, SubmitArgs, WaitArgs};
-use crate::client::{Client, WaitOutcome};
+use crate::cli::time::format_millis;
+use crate::cli::{CliError, Context, Exit, ListArgs, RetryArgs, StatusArgs, SubmitArgs, WaitArgs};
+use crate::client::{CancelOutcome, Client, WaitOutcome};
 use crate::protocol::payloads::encode_json;
 use crate::protocol::{JobId, JobState, JobView, SubmitAnswer, SubmitRequest};
 use std::time::Duration;
@@ -12,8 +13,9 @@ pub const WAIT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 
 /// `taskyard submit`: exit 3 when rejected; with `--wait`, ends like `wait`.
 pub fn submit(ctx: &Context, args: SubmitArgs) -> Result<Exit, CliError> {
+    let request = submit_request(&args, now_millis())?;
     let mut client = ctx.connect()?;
-    let (job_id, no_worker) = match client.submit(submit_request(&args))? {
+    let (job_id, no_worker) = match client.submit(request)? {
         SubmitAnswer::Accepted { job_id, no_worker } => (job_id, no_worker),
         SubmitAnswer::Rejected(rejected) => return Err(CliError::Rejected(rejected.reason)),
     };
@@ -30,16 +32,33 @@ pub fn submit(ctx: &Context, args: SubmitArgs) -> Result<Exit, CliError> {
     wait_and_report(ctx, &mut client, job_id, args.wait_timeout_secs)
 }
 
-/// The wire request for `submit`'s arguments.
-pub fn submit_request(args: &SubmitArgs) -> SubmitRequest {
-    SubmitRequest {
+/// The wire request for `submit`'s arguments; `--at` becomes a delay from
+/// `now` and must lie in the future.
+pub fn submit_request(args: &SubmitArgs, now: i64) -> Result<SubmitRequest, CliError> {
+    let delay_ms = match (args.delay, args.at) {
+        (Some(delay), _) => Some(delay),
+        (None, Some(at)) if at <= now => {
+            return Err(CliError::BadArgument(format!(
+                "--at {} is in the past",
+                format_millis(at)
+            )))
+        }
+        (None, Some(at)) => Some((at - now) as u64),
+        (None, None) => None,
+    };
+    Ok(SubmitRequest {
         task_type: args.task_type.clone(),
         payload: encode_json(&args.payload),
         priority: args.priority,
         max_attempts: args.max_attempts,
         timeout_ms: args.timeout_ms,
         idempotency_key: args.idempotency_key.clone(),
-    }
+        delay_ms,
+    })
+}
+
+fn now_millis() -> i64 {
+    crate::clock::Clock::now_millis(&crate::clock::SystemClock)
 }
 
 /// `taskyard status ID`: an unknown id is exit 2.
@@ -61,15 +80,68 @@ pub fn wait(ctx: &Context, args: WaitArgs) -> Result<Exit, CliError> {
     wait_and_report(ctx, &mut client, args.job_id, args.timeout_secs)
 }
 
-/// `taskyard list`.
+/// `taskyard list`: newest first, with a count per state in the footer.
 pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, CliError> {
-    let jobs = ctx.connect()?.list(args.state, args.limit)?;
+    let page = ctx
+        .connect()?
+        .list_page(args.state, args.task_type, args.limit)?;
     if ctx.json {
-        let values: Vec<_> = jobs.iter().map(output::job_json).collect();
-        emit(&output::json_text(&values.into()))?;
+        emit(&output::json_text(&output::list_json(&page)))?;
     } else {
-        emit(&output::jobs_table(&jobs))?;
+        emit(&output::list_text(&page))?;
     }
+    Ok(Exit::Success)
+}
+
+/// `taskyard cancel ID`: exit 1 when the job had already finished.
+pub fn cancel(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
+    match ctx.connect()?.cancel(job_id)? {
+        CancelOutcome::Cancelled(job) => {
+            emit_job(ctx, &job, |j| format!("job {} CANCELLED", j.job_id))?;
+            Ok(Exit::Success)
+        }
+        CancelOutcome::AlreadyFinished(state) => Err(CliError::AlreadyFinished { job_id, state }),
+    }
+}
+
+/// `taskyard retry ID` or `taskyard retry --all-failed [--type T]`.
+pub fn retry(ctx: &Context, args: RetryArgs) -> Result<Exit, CliError> {
+    let mut client = ctx.connect()?;
+    let (requeued, refused) = match args.job_id {
+        Some(job_id) => match client.requeue(job_id)? {
+            Ok(()) => (vec![job_id], None),
+            Err(reason) => return Err(CliError::Rejected(reason)),
+        },
+        None => client.requeue_failed(args.task_type)?,
+    };
+    if ctx.json {
+        let value = serde_json::json!({ "requeued": requeued, "refused": refused });
+        emit(&output::json_text(&value))?;
+    } else {
+        let ids: Vec<String> = requeued.iter().map(JobId::to_string).collect();
+        let text = format!("requeued {} job(s)\n{}", ids.len(), ids.join("\n"));
+        emit(text.trim_end())?;
+    }
+    match refused {
+        Some(reason) => Err(CliError::Rejected(reason)),
+        None => Ok(Exit::Success),
+    }
+}
+
+/// `taskyard result ID`: the raw result bytes on stdout, nothing else, so
+/// it can be piped. Exit 1 when the job did not succeed.
+pub fn result(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
+    let job = ctx
+        .connect()?
+        .status(job_id)?
+        .ok_or(CliError::NoSuchJob(job_id))?;
+    if job.state != JobState::Succeeded {
+        return Err(CliError::NoResult {
+            job_id,
+            state: job.state,
+        });
+    }
+    output::emit_bytes(job.result.as_deref().unwrap_or_default())?;
     Ok(Exit::Success)
 }
 

@@ -75,6 +75,13 @@ pub enum CliError {
     /// `dev` could not start: bad config, database or listen address.
     #[error("{0}")]
     Setup(String),
+    /// An argument that parsed but makes no sense (a time in the past).
+    #[error("{0}")]
+    BadArgument(String),
+    #[error("job {job_id} already finished ({state})")]
+    AlreadyFinished { job_id: JobId, state: JobState },
+    #[error("job {job_id} is {state}; only a SUCCEEDED job has a result")]
+    NoResult { job_id: JobId, state: JobState },
 }
 
 impl CliError {
@@ -84,7 +91,9 @@ impl CliError {
             CliError::Client(_)
             | CliError::NoSuchJob(_)
             | CliError::Output(_)
-            | CliError::Setup(_) => Exit::Usage,
+            | CliError::Setup(_)
+            | CliError::BadArgument(_) => Exit::Usage,
+            CliError::AlreadyFinished { .. } | CliError::NoResult { .. } => Exit::JobFailed,
             CliError::Rejected(_) => Exit::Rejected,
             CliError::WaitTimedOut { .. } => Exit::WaitTimedOut,
         }

@@ -53,8 +53,35 @@ pub enum Command {
     List(ListArgs),
     /// List connected workers.
     Workers,
+    /// Cancel a job that has not finished (exit 1 if it already had).
+    Cancel(JobArg),
+    /// Put FAILED or CANCELLED jobs back in the queue with a fresh attempt budget.
+    Retry(RetryArgs),
+    /// Write a SUCCEEDED job's raw result bytes to stdout.
+    Result(JobArg),
     /// Run a local cluster: a coordinator and embedded workers in this process.
     Dev(dev::DevArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct JobArg {
+    /// The job id printed by `submit`.
+    #[arg(value_name = "ID")]
+    pub job_id: JobId,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["job_id", "all_failed"]))]
+pub struct RetryArgs {
+    /// The job to retry.
+    #[arg(value_name = "ID")]
+    pub job_id: Option<JobId>,
+    /// Retry every FAILED job (the dead set), oldest first.
+    #[arg(long)]
+    pub all_failed: bool,
+    /// With --all-failed: only jobs of this task type.
+    #[arg(long = "type", value_name = "TYPE", requires = "all_failed")]
+    pub task_type: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +105,12 @@ pub struct SubmitArgs {
     /// instead of creating a second job (also after a coordinator restart).
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    /// Do not run before this long from now: 1500ms, 30s, 5m, 2h, 1d.
+    #[arg(long, value_name = "DURATION", value_parser = time::parse_duration, conflicts_with = "at")]
+    pub delay: Option<u64>,
+    /// Do not run before this time, e.g. 2026-12-03T10:00:00Z.
+    #[arg(long, value_name = "TIME", value_parser = time::parse_rfc3339)]
+    pub at: Option<i64>,
     /// Wait for the job to finish, then report like `wait`.
     #[arg(long)]
     pub wait: bool,
@@ -108,6 +141,9 @@ pub struct ListArgs {
     /// Only jobs in this state: queued, running, retry_wait, succeeded, failed or cancelled.
     #[arg(long)]
     pub state: Option<JobState>,
+    /// Only jobs of this task type.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub task_type: Option<String>,
     /// At most this many jobs.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: u32,
@@ -150,6 +186,9 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Wait(args) => commands::wait(ctx, args),
         Command::List(args) => commands::list(ctx, args),
         Command::Workers => commands::workers(ctx),
+        Command::Cancel(args) => commands::cancel(ctx, args.job_id),
+        Command::Retry(args) => commands::retry(ctx, args),
+        Command::Result(args) => commands::result(ctx, args.job_id),
         Command::Dev(args) => dev::run(args),
     }
 }
@@ -226,7 +265,8 @@ mod tests {
             cli.command,
             Command::List(ListArgs {
                 state: Some(JobState::RetryWait),
-                limit: 50
+                limit: 50,
+                task_type: None,
             })
         ));
         let err = parse(&["list", "--state", "done"]).expect_err("unknown state");

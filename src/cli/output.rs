@@ -9,7 +9,7 @@
 use crate::cli::exit::CliError;
 use crate::cli::time::format_millis;
 use crate::protocol::payloads::decode_value;
-use crate::protocol::{Attempt, JobId, JobView, Priority, WorkerView};
+use crate::protocol::{Attempt, JobId, JobList, JobState, JobView, Priority, WorkerView};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -19,6 +19,15 @@ use std::io::{self, Write};
 pub fn emit(text: &str) -> Result<(), CliError> {
     let mut out = io::stdout().lock();
     match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(CliError::Output(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Writes raw bytes to stdout, unchanged (for `taskyard result`).
+pub fn emit_bytes(bytes: &[u8]) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(CliError::Output(e)),
         _ => Ok(()),
     }
@@ -101,13 +110,16 @@ pub fn job_details(job: &JobView) -> String {
         ("payload", payload_text(&job.payload)),
     ];
     if let Some(result) = &job.result {
-        lines.push(("result", result_text(result)));
+        lines.push(("result", result_preview(result)));
     }
     if let Some(error) = &job.error {
         lines.push(("error", error.clone()));
     }
     if let Some(at) = job.next_retry_at {
         lines.push(("next retry", format_millis(at)));
+    }
+    if let Some(at) = job.not_before.filter(|_| job.state == JobState::Queued) {
+        lines.push(("runs at", format!("{} or later", format_millis(at))));
     }
     let mut out = String::new();
     for (label, value) in lines {
@@ -158,6 +170,32 @@ pub fn finished(job: &JobView) -> String {
 }
 
 /// `list` output.
+/// `list --json`: the jobs and the count per state.
+pub fn list_json(page: &JobList) -> Value {
+    let jobs: Vec<Value> = page.jobs.iter().map(job_json).collect();
+    let counts: serde_json::Map<String, Value> = page
+        .counts
+        .iter()
+        .map(|c| (c.state.to_string(), c.count.into()))
+        .collect();
+    json!({ "jobs": jobs, "counts": counts })
+}
+
+/// `list`: the table, then one footer line with the count per state.
+pub fn list_text(page: &JobList) -> String {
+    let counts: Vec<String> = page
+        .counts
+        .iter()
+        .map(|c| format!("{} {}", c.count, c.state))
+        .collect();
+    let footer = if counts.is_empty() {
+        "no jobs".to_string()
+    } else {
+        counts.join(", ")
+    };
+    format!("{}\n\n{footer}", jobs_table(&page.jobs))
+}
+
 pub fn jobs_table(jobs: &[JobView]) -> String {
     let rows = jobs
         .iter()
@@ -170,6 +208,7 @@ pub fn jobs_table(jobs: &[JobView]) -> String {
                 level_name(j.effective_level),
                 format!("{}/{}", j.attempts, j.max_attempts),
                 format_millis(j.updated_at),
+                j.error.as_deref().map_or_else(|| "-".into(), short),
             ]
         })
         .collect();
@@ -181,8 +220,18 @@ pub fn jobs_table(jobs: &[JobView]) -> String {
         "EFFECTIVE",
         "ATTEMPTS",
         "UPDATED",
+        "LAST ERROR",
     ];
     table(&headers, rows)
+}
+
+/// The first line of `text`, at most 60 characters.
+fn short(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() <= 60 && line.len() == text.len() {
+        return line.to_string();
+    }
+    format!("{}…", line.chars().take(59).collect::<String>())
 }
 
 /// `workers` output.
@@ -248,6 +297,24 @@ fn payload_text(payload: &[u8]) -> String {
 }
 
 /// A result as text when it is UTF-8, else its size.
+/// The first line of a result, cut to `PREVIEW_CHARS`, with the full size
+/// when anything was left out; `taskyard result` prints it whole.
+pub fn result_preview(result: &[u8]) -> String {
+    let text = result_text(result);
+    let first_line = text.lines().next().unwrap_or_default();
+    if first_line.len() == text.len() && text.chars().count() <= PREVIEW_CHARS {
+        return text;
+    }
+    let shown: String = first_line.chars().take(PREVIEW_CHARS).collect();
+    format!(
+        "{shown}… ({} bytes; `taskyard result` prints all)",
+        result.len()
+    )
+}
+
+/// Characters of a result `status` shows.
+pub const PREVIEW_CHARS: usize = 120;
+
 pub fn result_text(result: &[u8]) -> String {
     match std::str::from_utf8(result) {
         Ok(text) => text.to_string(),
@@ -288,6 +355,7 @@ mod tests {
             error: None,
             next_retry_at: None,
             no_worker: false,
+            not_before: None,
             history: vec![],
         }
     }

@@ -1,4 +1,5 @@
-//! Unix milliseconds as RFC 3339 UTC text, without a date-time dependency.
+//! Unix milliseconds to and from RFC 3339 text, and durations such as
+//! `30s`, without a date-time dependency.
 
 /// Formats `millis` since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC).
 /// Correct for every instant an `i64` of milliseconds can hold whose year
@@ -31,9 +32,131 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
+/// (year, month, day) to days since 1970-01-01 (Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` into unix milliseconds.
+pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
+    let bad = || format!("{text:?} is not a time like 2026-12-03T10:00:00Z");
+    let t = text.trim();
+    let (date, rest) = t.split_once(['T', 't', ' ']).ok_or_else(bad)?;
+    let (clock, offset_ms) = split_offset(rest).ok_or_else(bad)?;
+    let ymd: Vec<i64> = numbers(date, '-').ok_or_else(bad)?;
+    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
+    let hms: Vec<i64> = numbers(hms, ':').ok_or_else(bad)?;
+    let (&[year, month, day], &[hour, minute, second]) = (&ymd[..], &hms[..]) else {
+        return Err(bad());
+    };
+    let valid = (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && hour < 24
+        && minute < 60
+        && second < 61
+        && fraction.len() <= 9
+        && fraction.chars().all(|c| c.is_ascii_digit());
+    if !valid {
+        return Err(bad());
+    }
+    let millis_part = format!("{fraction:0<3}")[..3]
+        .parse::<i64>()
+        .map_err(|_| bad())?;
+    let days = days_from_civil(year, month, day);
+    Ok(((days * 86_400 + hour * 3600 + minute * 60 + second) * 1000 + millis_part) - offset_ms)
+}
+
+/// Splits `HH:MM:SS[.fff]` from its `Z` or `±HH:MM` suffix, returning the
+/// offset in milliseconds.
+fn split_offset(rest: &str) -> Option<(&str, i64)> {
+    if let Some(clock) = rest.strip_suffix(['Z', 'z']) {
+        return Some((clock, 0));
+    }
+    let at = rest.rfind(['+', '-'])?;
+    let (clock, offset) = rest.split_at(at);
+    let sign = if offset.starts_with('-') { -1 } else { 1 };
+    let hm = numbers(&offset[1..], ':')?;
+    let [h, m] = hm[..] else { return None };
+    Some((clock, sign * (h * 3600 + m * 60) * 1000))
+}
+
+fn numbers(text: &str, separator: char) -> Option<Vec<i64>> {
+    text.split(separator)
+        .map(|part| {
+            (!part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
+                .then(|| part.parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// Parses a duration such as `1500ms`, `30s`, `5m`, `2h` or `1d` into
+/// milliseconds. A bare number is seconds.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
+            ))
+        }
+    };
+    let amount: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 30s, 5m or 2h"))?;
+    amount
+        .checked_mul(unit_ms)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::format_millis;
+    use super::*;
+
+    #[test]
+    fn rfc3339_parses_back_what_format_prints() {
+        for millis in [0, 1_700_000_000_123, 951_782_400_000, 4_107_542_399_999, -1] {
+            assert_eq!(parse_rfc3339(&format_millis(millis)), Ok(millis));
+        }
+        assert_eq!(parse_rfc3339("2026-12-03T10:00:00Z"), Ok(1_796_292_000_000));
+        assert_eq!(
+            parse_rfc3339("2026-12-03T11:00:00+01:00"),
+            Ok(1_796_292_000_000)
+        );
+        for bad in [
+            "tomorrow",
+            "2026-13-01T00:00:00Z",
+            "2026-12-03T10:00:00",
+            "2026-12-03",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations_take_a_unit() {
+        assert_eq!(parse_duration("1500ms"), Ok(1500));
+        assert_eq!(parse_duration("30s"), Ok(30_000));
+        assert_eq!(parse_duration("30"), Ok(30_000));
+        assert_eq!(parse_duration("5m"), Ok(300_000));
+        assert_eq!(parse_duration("2h"), Ok(7_200_000));
+        assert!(parse_duration("-5s").is_err());
+        assert!(parse_duration("5 years").is_err());
+        assert!(parse_duration("s").is_err());
+    }
 
     #[test]
     fn epoch_is_midnight_first_of_january_1970() {

@@ -20,8 +20,8 @@ mod error;
 pub use error::ClientError;
 
 use crate::protocol::{
-    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello, JobId, JobState,
-    JobView, Role, SubmitAnswer, SubmitRequest, WorkerView, PROTOCOL_VERSION,
+    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello, JobId, JobList,
+    JobState, JobView, Role, SubmitAnswer, SubmitRequest, WorkerView, PROTOCOL_VERSION,
 };
 use connection::Connection;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -37,6 +37,15 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// `max-frame-bytes` so that a coordinator configured above the default can
 /// still answer a `List`; what we send is bounded by the coordinator itself.
 pub const CLIENT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// What `Client::cancel` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The job is CANCELLED now.
+    Cancelled(Box<JobView>),
+    /// The job had already ended in this state; nothing changed.
+    AlreadyFinished(JobState),
+}
 
 /// How `Client::wait` ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,9 +124,61 @@ impl Client {
         state: Option<JobState>,
         limit: u32,
     ) -> Result<Vec<JobView>, ClientError> {
-        match self.request(ClientRequest::List { state, limit })? {
-            ClientResponse::Jobs(jobs) => Ok(jobs),
+        Ok(self.list_page(state, None, limit)?.jobs)
+    }
+
+    /// At most `limit` jobs, newest first, filtered by state and task type,
+    /// with the number of jobs in each state (of that task type).
+    pub fn list_page(
+        &mut self,
+        state: Option<JobState>,
+        task_type: Option<String>,
+        limit: u32,
+    ) -> Result<JobList, ClientError> {
+        let request = ClientRequest::List {
+            state,
+            limit,
+            task_type,
+        };
+        match self.request(request)? {
+            ClientResponse::Jobs(page) => Ok(page),
             other => Err(unexpected("Jobs", &other)),
+        }
+    }
+
+    /// Cancels a job that has not finished. An unknown job is
+    /// `ClientError::NotFound`.
+    pub fn cancel(&mut self, job_id: JobId) -> Result<CancelOutcome, ClientError> {
+        match self.request(ClientRequest::Cancel { job_id })? {
+            ClientResponse::Job(view) => Ok(CancelOutcome::Cancelled(view)),
+            ClientResponse::CancelRefused { state, .. } => {
+                Ok(CancelOutcome::AlreadyFinished(state))
+            }
+            ClientResponse::NotFound { job_id } => Err(ClientError::NotFound(job_id)),
+            other => Err(unexpected("Job", &other)),
+        }
+    }
+
+    /// Puts a FAILED or CANCELLED job back in the queue with a fresh attempt
+    /// budget. `Err(reason)` inside `Ok` when the coordinator refused.
+    pub fn requeue(&mut self, job_id: JobId) -> Result<Result<(), String>, ClientError> {
+        match self.request(ClientRequest::Requeue { job_id })? {
+            ClientResponse::Requeued { .. } => Ok(Ok(())),
+            ClientResponse::RequeueRefused { reason, .. } => Ok(Err(reason)),
+            ClientResponse::NotFound { job_id } => Err(ClientError::NotFound(job_id)),
+            other => Err(unexpected("Requeued", &other)),
+        }
+    }
+
+    /// Requeues every FAILED job (of `task_type`, if given). Returns the
+    /// requeued ids and why it stopped early, if it did.
+    pub fn requeue_failed(
+        &mut self,
+        task_type: Option<String>,
+    ) -> Result<(Vec<JobId>, Option<String>), ClientError> {
+        match self.request(ClientRequest::RequeueFailed { task_type })? {
+            ClientResponse::Requeued { job_ids, refused } => Ok((job_ids, refused)),
+            other => Err(unexpected("Requeued", &other)),
         }
     }
 
@@ -237,6 +298,9 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::NotFound { .. } => "NotFound",
         ClientResponse::Jobs(_) => "Jobs",
         ClientResponse::Workers(_) => "Workers",
+        ClientResponse::CancelRefused { .. } => "CancelRefused",
+        ClientResponse::Requeued { .. } => "Requeued",
+        ClientResponse::RequeueRefused { .. } => "RequeueRefused",
     };
     ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
 }

@@ -135,6 +135,7 @@ mod tests {
             max_attempts: Some(5),
             timeout_ms: None,
             idempotency_key: Some("order-42".into()),
+            delay_ms: Some(30_000),
         }
     }
 
@@ -157,6 +158,7 @@ mod tests {
             result: Some(b"done".to_vec()),
             error: Some("boom".into()),
             next_retry_at: Some(3),
+            not_before: Some(4),
             no_worker: true,
             history: vec![
                 Attempt {
@@ -240,12 +242,19 @@ mod tests {
             ClientRequest::List {
                 state: Some(JobState::Failed),
                 limit: 10,
+                task_type: Some("echo".into()),
             },
             ClientRequest::List {
                 state: None,
                 limit: 1,
+                task_type: None,
             },
             ClientRequest::Workers,
+            ClientRequest::Cancel { job_id },
+            ClientRequest::Requeue { job_id },
+            ClientRequest::RequeueFailed {
+                task_type: Some("echo".into()),
+            },
         ];
         round_trip(ClientMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
@@ -270,7 +279,25 @@ mod tests {
             ClientResponse::BatchSubmitted(vec![accepted, rejected]),
             ClientResponse::Job(Box::new(job_view())),
             ClientResponse::NotFound { job_id },
-            ClientResponse::Jobs(vec![job_view(), job_view()]),
+            ClientResponse::Jobs(JobList {
+                jobs: vec![job_view(), job_view()],
+                counts: vec![StateCount {
+                    state: JobState::Queued,
+                    count: 2,
+                }],
+            }),
+            ClientResponse::CancelRefused {
+                job_id,
+                state: JobState::Succeeded,
+            },
+            ClientResponse::Requeued {
+                job_ids: vec![job_id],
+                refused: Some("max-active-jobs (1) reached".into()),
+            },
+            ClientResponse::RequeueRefused {
+                job_id,
+                reason: "job is RUNNING".into(),
+            },
             ClientResponse::Workers(vec![WorkerView {
                 worker_id: WorkerId("w".into()),
                 capacity: 2,

@@ -37,7 +37,8 @@ impl JobState {
         JobState::Cancelled,
     ];
 
-    /// True for the states no transition leaves.
+    /// True for the states a job ends in: nothing moves it out of them but
+    /// an explicit requeue.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -46,8 +47,9 @@ impl JobState {
     }
 
     /// The single authority on legal moves. `Running -> Queued` is the
-    /// recovery path (an attempt whose outcome is unknown after a restart or
-    /// a lost worker, requeued without delay).
+    /// recovery path (an attempt whose outcome is unknown after a restart).
+    /// `Failed -> Queued` and `Cancelled -> Queued` are an operator's
+    /// explicit requeue; nothing else leaves a terminal state.
     pub fn transition(self, to: JobState) -> Result<JobState, IllegalTransition> {
         use JobState::*;
         let legal = matches!(
@@ -61,6 +63,8 @@ impl JobState {
                 | (Running, Cancelled)
                 | (RetryWait, Queued)
                 | (RetryWait, Cancelled)
+                | (Failed, Queued)
+                | (Cancelled, Queued)
         );
         if legal {
             Ok(to)
@@ -110,7 +114,7 @@ mod tests {
     use super::JobState::*;
     use super::*;
 
-    const LEGAL: [(JobState, JobState); 9] = [
+    const LEGAL: [(JobState, JobState); 11] = [
         (Queued, Running),
         (Queued, Cancelled),
         (Running, Succeeded),
@@ -120,6 +124,8 @@ mod tests {
         (Running, Cancelled),
         (RetryWait, Queued),
         (RetryWait, Cancelled),
+        (Failed, Queued),
+        (Cancelled, Queued),
     ];
 
     #[test]
@@ -149,9 +155,12 @@ mod tests {
     }
 
     #[test]
-    fn terminal_states_have_no_way_out() {
+    fn only_a_requeue_leaves_a_terminal_state() {
         for from in JobState::ALL.into_iter().filter(|s| s.is_terminal()) {
-            assert!(JobState::ALL.iter().all(|&to| from.transition(to).is_err()));
+            for to in JobState::ALL {
+                let requeue = to == Queued && from != Succeeded;
+                assert_eq!(from.transition(to).is_ok(), requeue, "{from} -> {to}");
+            }
         }
     }
 

@@ -168,6 +168,9 @@ pub struct SubmitRequest {
     /// the first job's id instead of creating a job, also after a restart.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// Not to run before this many milliseconds after admission.
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
 }
 
 impl SubmitRequest {
@@ -180,6 +183,7 @@ impl SubmitRequest {
             max_attempts: None,
             timeout_ms: None,
             idempotency_key: None,
+            delay_ms: None,
         }
     }
 }
@@ -193,12 +197,30 @@ pub enum ClientRequest {
     Status {
         job_id: JobId,
     },
-    /// Newest first; `state: None` means every state.
+    /// Newest first; `None` filters mean every state or task type.
     List {
         state: Option<JobState>,
         limit: u32,
+        #[serde(default)]
+        task_type: Option<String>,
     },
     Workers,
+    /// QUEUED or RETRY_WAIT: cancelled at once; RUNNING: its lease is
+    /// revoked and the worker told to stop. Answered with the job, or
+    /// `CancelRefused` for a job already finished.
+    Cancel {
+        job_id: JobId,
+    },
+    /// Puts a FAILED or CANCELLED job back to QUEUED with a fresh attempt
+    /// budget, keeping its history. Answered with `Requeued` or `RequeueRefused`.
+    Requeue {
+        job_id: JobId,
+    },
+    /// Requeues every FAILED job (of one task type, if given), oldest first.
+    RequeueFailed {
+        #[serde(default)]
+        task_type: Option<String>,
+    },
 }
 
 /// Frames a client sends.
@@ -236,9 +258,42 @@ pub enum ClientResponse {
     Submitted(SubmitAnswer),
     BatchSubmitted(Vec<SubmitAnswer>),
     Job(Box<JobView>),
-    NotFound { job_id: JobId },
-    Jobs(Vec<JobView>),
+    NotFound {
+        job_id: JobId,
+    },
+    Jobs(JobList),
     Workers(Vec<WorkerView>),
+    /// The job had already finished; nothing changed.
+    CancelRefused {
+        job_id: JobId,
+        state: JobState,
+    },
+    /// These jobs are QUEUED again. `refused` says why requeueing stopped
+    /// early (the admission limit), if it did.
+    Requeued {
+        job_ids: Vec<JobId>,
+        refused: Option<String>,
+    },
+    /// Nothing changed, for the stated reason.
+    RequeueRefused {
+        job_id: JobId,
+        reason: String,
+    },
+}
+
+/// A page of jobs and how many jobs are in each state (of the listed task
+/// type, if one was given).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobList {
+    pub jobs: Vec<JobView>,
+    pub counts: Vec<StateCount>,
+}
+
+/// How many jobs are in `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateCount {
+    pub state: JobState,
+    pub count: u64,
 }
 
 /// Frames the coordinator sends to a client.
@@ -281,6 +336,9 @@ pub struct JobView {
     pub result: Option<Vec<u8>>,
     pub error: Option<String>,
     pub next_retry_at: Option<i64>,
+    /// Not to run before this time (a delayed or requeued job).
+    #[serde(default)]
+    pub not_before: Option<i64>,
     /// True when no connected worker advertises `task_type`.
     pub no_worker: bool,
     /// Every attempt so far, oldest first.

@@ -31,19 +31,37 @@ pub struct Job {
     pub result: Option<Arc<[u8]>>,
     pub error: Option<String>,
     pub idempotency_key: Option<String>,
+    /// Not to be assigned before this time (a delayed or requeued job).
+    pub not_before: Option<i64>,
     pub updated_at: i64,
     pub finished_at: Option<i64>,
     /// Every attempt, oldest first; the last one is open while RUNNING.
     pub history: Vec<Attempt>,
 }
 
-/// The position of a job in every ordered structure: submission sequence,
-/// then submission time (legacy rows share sequence 0), then id.
+/// The position of a job in submission order: sequence, then submission
+/// time (legacy rows share sequence 0), then id. Used for listing.
 pub type OrderKey = (u64, i64, JobId);
+
+/// The position of a job in its ready queue: the time it became runnable,
+/// then sequence, then id. For a job submitted without a delay the ready
+/// time is its submission time, so this is submission order.
+pub type ReadyKey = (i64, u64, JobId);
 
 impl Job {
     pub fn order_key(&self) -> OrderKey {
         (self.sequence, self.submitted_at, self.id)
+    }
+
+    /// When the job became (or becomes) eligible to run: its submission,
+    /// or its `not_before` if later. Aging counts from here.
+    pub fn ready_at(&self) -> i64 {
+        self.not_before
+            .map_or(self.submitted_at, |t| t.max(self.submitted_at))
+    }
+
+    pub fn ready_key(&self) -> ReadyKey {
+        (self.ready_at(), self.sequence, self.id)
     }
 
     /// When the current attempt runs out of time, if the job is running.
@@ -77,6 +95,7 @@ impl Job {
             result: self.result.as_ref().map(|r| r.to_vec()),
             error: self.error.clone(),
             next_retry_at: self.next_retry_at,
+            not_before: self.not_before,
             no_worker,
             history: self.history.clone(),
         }

@@ -186,7 +186,7 @@ impl CoordinatorState {
         self.transition(job_id, JobState::Running, now, move |job| {
             job.attempts += 1;
             job.history.push(Attempt {
-                number: job.attempts,
+                number: job.history.len() as u32 + 1,
                 worker_id: assigned_to.clone(),
                 lease,
                 started_at: now,
@@ -217,11 +217,12 @@ impl CoordinatorState {
     }
 
     /// The periodic pass, in order: dead workers, expired deadlines, due
-    /// retries, then scheduling.
+    /// retries, due delayed jobs, then scheduling.
     pub fn sweep(&mut self, now: i64) {
         self.detect_dead_workers(now);
         self.detect_expired_deadlines(now);
         self.promote_due_retries(now);
+        self.release_due_delays(now);
         self.schedule(now);
     }
 
@@ -250,7 +251,7 @@ impl CoordinatorState {
 
     /// Frees the worker slot of a running job and tells the worker, best
     /// effort, to stop it. The lease is cleared by the following transition.
-    fn revoke_attempt(&mut self, job_id: JobId) {
+    pub(super) fn revoke_attempt(&mut self, job_id: JobId) {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
@@ -263,6 +264,20 @@ impl CoordinatorState {
                 session: entry.session,
                 frame: CoordinatorToWorker::TaskCancel { job_id, lease },
             });
+        }
+    }
+
+    /// Moves delayed QUEUED jobs whose time has come into the ready queues.
+    fn release_due_delays(&mut self, now: i64) {
+        while let Some(&(due, job_id)) = self.delayed.first() {
+            if due > now {
+                break;
+            }
+            self.delayed.remove(&(due, job_id));
+            if let Some(job) = self.jobs.get(&job_id) {
+                self.queues
+                    .push(&job.task_type, job.priority, job.ready_key());
+            }
         }
     }
 
@@ -311,7 +326,7 @@ impl CoordinatorState {
                 self.active_jobs += 1;
             }
             let id = job.id;
-            self.insert(job);
+            self.insert(job, now);
             if interrupted {
                 self.mark_dirty(id);
             }

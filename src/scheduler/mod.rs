@@ -1,6 +1,8 @@
 //! Pure scheduling policy and state: no actors, no sockets, no clock reads.
 //! Every function takes `now` and returns or records what should happen.
 
+pub mod control;
+pub mod counts;
 pub mod job;
 pub mod lifecycle;
 pub mod queues;
@@ -13,6 +15,7 @@ mod ordering_tests;
 #[cfg(test)]
 mod tests;
 
+pub use control::{CancelRefused, RequeueRefused};
 pub use job::Job;
 pub use lifecycle::{RecoverySummary, StaleResult, RESTARTED_DURING_FINAL_ATTEMPT};
 pub use retry::RetryPolicy;

@@ -279,7 +279,7 @@ const TYPES: [&str; 3] = ["echo", "sleep", "resize"];
 struct Queued {
     task_type: &'static str,
     priority: Priority,
-    key: job::OrderKey,
+    key: job::ReadyKey,
 }
 
 /// Queued jobs as the coordinator can hold them: sequence numbers follow
@@ -305,7 +305,7 @@ fn queued_jobs() -> impl Strategy<Value = Vec<Queued>> {
                 Queued {
                     task_type: TYPES[t],
                     priority: Priority::from_level(level).unwrap_or_default(),
-                    key: (sequence, at, id),
+                    key: (at, sequence, id),
                 }
             })
             .collect()
@@ -313,7 +313,7 @@ fn queued_jobs() -> impl Strategy<Value = Vec<Queued>> {
 }
 
 /// The order the policy defines, by brute force: sort everything by
-/// (effective level desc, sequence, submitted_at, id).
+/// (effective level desc, ready time, sequence, id).
 fn full_sort(jobs: &[Queued], now: i64, step: u64, runnable: &[bool; 3]) -> Vec<JobId> {
     let mut eligible: Vec<&Queued> = jobs
         .iter()
@@ -321,7 +321,7 @@ fn full_sort(jobs: &[Queued], now: i64, step: u64, runnable: &[bool; 3]) -> Vec<
         .collect();
     eligible.sort_by_key(|j| {
         (
-            Reverse(effective_level(j.priority, j.key.1, now, step)),
+            Reverse(effective_level(j.priority, j.key.0, now, step)),
             j.key,
         )
     });

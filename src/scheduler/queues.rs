@@ -2,44 +2,46 @@
 //! policy that picks the next job to run.
 
 use crate::protocol::{JobId, Priority};
-use crate::scheduler::job::OrderKey;
+use crate::scheduler::job::ReadyKey;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 
 /// Effective level = base + floor(age / aging step), capped at HIGH. Age is
-/// measured from submission; a clock that went backwards counts as age 0.
-pub fn effective_level(base: Priority, submitted_at: i64, now: i64, aging_step_ms: u64) -> u8 {
-    let age = u64::try_from(now.saturating_sub(submitted_at)).unwrap_or(0);
+/// measured from the time the job became ready (its submission, unless it
+/// was delayed); a clock that went backwards counts as age 0.
+pub fn effective_level(base: Priority, ready_at: i64, now: i64, aging_step_ms: u64) -> u8 {
+    let age = u64::try_from(now.saturating_sub(ready_at)).unwrap_or(0);
     let steps = age / aging_step_ms.max(1);
     let level = u64::from(base.level()).saturating_add(steps);
     level.min(u64::from(Priority::High.level())) as u8
 }
 
 /// How a queued job ranks against others at `now`: smaller is sooner.
-/// Highest effective level first, then submission order.
-pub type Rank = (Reverse<u8>, OrderKey);
+/// Highest effective level first, then ready order.
+pub type Rank = (Reverse<u8>, ReadyKey);
 
-fn rank(priority: Priority, key: OrderKey, now: i64, aging_step_ms: u64) -> Rank {
+fn rank(priority: Priority, key: ReadyKey, now: i64, aging_step_ms: u64) -> Rank {
     (
-        Reverse(effective_level(priority, key.1, now, aging_step_ms)),
+        Reverse(effective_level(priority, key.0, now, aging_step_ms)),
         key,
     )
 }
 
-/// All QUEUED jobs, one FIFO per (task type, base level) ordered by
-/// `OrderKey`. Selection looks at three heads per task type, never at the
-/// whole queue, and still finds the job a full sort by (effective level desc,
-/// sequence, submitted_at, id) puts first. Why: within one FIFO, keys ascend
-/// by sequence and hence by submission time — sequenced rows are admitted
-/// with non-decreasing submission times (`CoordinatorState::admit` never lets
-/// it go back) and legacy rows (sequence 0, ordered by submission time among
-/// themselves) predate every sequenced row. So the head is the oldest job of
-/// its FIFO; effective level never decreases with age, so the head also has
-/// the highest level there, and ranks first in its FIFO. The global first job
-/// is therefore the best head. `ordering_tests` checks this by property test.
+/// All QUEUED jobs that are ready to run, one FIFO per (task type, base
+/// level) ordered by `ReadyKey`. Selection looks at three heads per task
+/// type, never at the whole queue, and still finds the job a full sort by
+/// (effective level desc, ready time, sequence, id) puts first. Why: within
+/// one FIFO, keys ascend by ready time, and age is measured from ready time,
+/// so the head is the oldest job of its FIFO; effective level never
+/// decreases with age, so the head also has the highest level there and
+/// ranks first in its FIFO. The global first job is therefore the best head.
+/// For jobs submitted without a delay, ready time is submission time, which
+/// never goes back as sequence grows (`CoordinatorState::admit`), so this is
+/// the submission-sequence order; legacy rows (sequence 0) predate every
+/// sequenced row. `ordering_tests` checks this by property test.
 #[derive(Debug, Default)]
 pub struct ReadyQueues {
-    by_type: HashMap<String, [BTreeSet<OrderKey>; 3]>,
+    by_type: HashMap<String, [BTreeSet<ReadyKey>; 3]>,
     len: usize,
 }
 
@@ -52,7 +54,7 @@ impl ReadyQueues {
         self.len == 0
     }
 
-    pub fn push(&mut self, task_type: &str, priority: Priority, key: OrderKey) {
+    pub fn push(&mut self, task_type: &str, priority: Priority, key: ReadyKey) {
         let levels = self.by_type.entry(task_type.to_string()).or_default();
         if levels[usize::from(priority.level())].insert(key) {
             self.len += 1;
@@ -60,7 +62,7 @@ impl ReadyQueues {
     }
 
     /// Removes a job (when it is assigned or cancelled); false if absent.
-    pub fn remove(&mut self, task_type: &str, priority: Priority, key: OrderKey) -> bool {
+    pub fn remove(&mut self, task_type: &str, priority: Priority, key: ReadyKey) -> bool {
         let Some(levels) = self.by_type.get_mut(task_type) else {
             return false;
         };
@@ -103,8 +105,8 @@ impl ReadyQueues {
 mod tests {
     use super::*;
 
-    fn key(sequence: u64, submitted_at: i64) -> OrderKey {
-        (sequence, submitted_at, JobId::new_random())
+    fn key(sequence: u64, submitted_at: i64) -> ReadyKey {
+        (submitted_at, sequence, JobId::new_random())
     }
 
     fn any(_: &str) -> bool {
@@ -127,7 +129,7 @@ mod tests {
     #[test]
     fn fifo_within_a_level() {
         let mut q = ReadyQueues::default();
-        let (first, second) = (key(1, 10), key(2, 5));
+        let (first, second) = (key(1, 5), key(2, 5));
         q.push("echo", Priority::Normal, second);
         q.push("echo", Priority::Normal, first);
         assert_eq!(q.best(100, 1000, any).map(|b| b.0), Some(first.2));

@@ -5,9 +5,10 @@
 
 use crate::protocol::payloads;
 use crate::protocol::{
-    CoordinatorToWorker, JobId, JobState, JobView, SubmitAnswer, SubmitRejected, SubmitRequest,
-    WorkerView,
+    CoordinatorToWorker, JobId, JobList, JobState, JobView, SubmitAnswer, SubmitRejected,
+    SubmitRequest, WorkerView,
 };
+use crate::scheduler::counts::StateCounts;
 use crate::scheduler::job::{Job, OrderKey};
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retry::RetryPolicy;
@@ -19,6 +20,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 /// Longest accepted idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+/// Furthest a submission may be delayed: one year.
+pub const MAX_DELAY_MS: u64 = 366 * 24 * 60 * 60 * 1000;
 
 /// The coordinator's policy settings, taken from its config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +81,10 @@ pub struct CoordinatorState {
     pub(super) by_sequence: BTreeSet<OrderKey>,
     pub(super) deadlines: BTreeSet<(i64, JobId)>,
     pub(super) retries: BTreeSet<(i64, JobId)>,
+    /// Jobs per (task type, state), for list footers.
+    pub(super) state_counts: StateCounts,
+    /// QUEUED jobs whose `not_before` is still ahead, by that time.
+    pub(super) delayed: BTreeSet<(i64, JobId)>,
     pub(super) next_sequence: u64,
     /// The latest `submitted_at` of any job held; see `admit`.
     latest_submission: i64,
@@ -100,6 +107,8 @@ impl CoordinatorState {
             by_sequence: BTreeSet::new(),
             deadlines: BTreeSet::new(),
             retries: BTreeSet::new(),
+            delayed: BTreeSet::new(),
+            state_counts: StateCounts::default(),
             next_sequence: 1,
             latest_submission: i64::MIN,
             active_jobs: 0,
@@ -134,48 +143,24 @@ impl CoordinatorState {
               "priority" => %job.priority, "sequence" => job.sequence);
         self.next_sequence += 1;
         self.active_jobs += 1;
-        self.insert(job);
+        self.insert(job, now);
         self.mark_dirty(job_id);
         SubmitAnswer::Accepted { job_id, no_worker }
     }
 
     fn admit(&self, req: SubmitRequest, now: i64) -> Result<Job, String> {
-        if req.payload.len() > self.policy.max_payload_bytes {
-            return Err(format!(
-                "payload: {} bytes exceeds max-payload-bytes ({})",
-                req.payload.len(),
-                self.policy.max_payload_bytes
-            ));
+        let (max_attempts, timeout_ms) = self.validate(&req)?;
+        if self.active_jobs >= self.policy.max_active_jobs {
+            return Err(self.admission_refusal());
         }
-        payloads::validate(&req.task_type, &req.payload).map_err(|e| e.to_string())?;
-        let max_attempts = req.max_attempts.unwrap_or(self.policy.default_max_attempts);
-        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
-            return Err(format!(
-                "max_attempts: {max_attempts} is outside 1..={MAX_ATTEMPTS_LIMIT}"
-            ));
-        }
-        let timeout_ms = req.timeout_ms.unwrap_or(self.policy.default_timeout_ms);
         // Scheduling compares only the head of each FIFO, which is right only
         // while sequence order is also submission-time order (the oldest job
         // of a level is then its highest effective level). A wall clock that
         // steps back must not break that, so submission time never decreases.
         let submitted_at = now.max(self.latest_submission);
-        if timeout_ms == 0 {
-            return Err("timeout_ms: must be at least 1".to_string());
-        }
-        if let Some(key) = &req.idempotency_key {
-            if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_BYTES {
-                return Err(format!(
-                    "idempotency_key: must be 1 to {MAX_IDEMPOTENCY_KEY_BYTES} bytes"
-                ));
-            }
-        }
-        if self.active_jobs >= self.policy.max_active_jobs {
-            return Err(format!(
-                "max-active-jobs ({}) reached",
-                self.policy.max_active_jobs
-            ));
-        }
+        let not_before = req
+            .delay_ms
+            .map(|d| submitted_at.saturating_add(i64::try_from(d).unwrap_or(i64::MAX)));
         Ok(Job {
             id: JobId::new_random(),
             task_type: req.task_type,
@@ -194,29 +179,77 @@ impl CoordinatorState {
             result: None,
             error: None,
             idempotency_key: req.idempotency_key,
-            updated_at: now,
+            not_before,
+            updated_at: submitted_at,
             finished_at: None,
             history: Vec::new(),
         })
     }
 
+    /// Checks every field of a submission; the error names the field.
+    /// Returns the effective attempt budget and per-attempt timeout.
+    fn validate(&self, req: &SubmitRequest) -> Result<(u32, u64), String> {
+        if req.payload.len() > self.policy.max_payload_bytes {
+            return Err(format!(
+                "payload: {} bytes exceeds max-payload-bytes ({})",
+                req.payload.len(),
+                self.policy.max_payload_bytes
+            ));
+        }
+        payloads::validate(&req.task_type, &req.payload).map_err(|e| e.to_string())?;
+        let max_attempts = req.max_attempts.unwrap_or(self.policy.default_max_attempts);
+        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
+            return Err(format!(
+                "max_attempts: {max_attempts} is outside 1..={MAX_ATTEMPTS_LIMIT}"
+            ));
+        }
+        let timeout_ms = req.timeout_ms.unwrap_or(self.policy.default_timeout_ms);
+        if timeout_ms == 0 {
+            return Err("timeout_ms: must be at least 1".to_string());
+        }
+        if req.delay_ms.is_some_and(|d| d > MAX_DELAY_MS) {
+            return Err(format!(
+                "delay_ms: more than {MAX_DELAY_MS} ms (a year) ahead"
+            ));
+        }
+        match &req.idempotency_key {
+            Some(key) if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_BYTES => Err(format!(
+                "idempotency_key: must be 1 to {MAX_IDEMPOTENCY_KEY_BYTES} bytes"
+            )),
+            _ => Ok((max_attempts, timeout_ms)),
+        }
+    }
+
+    /// The typed reason a submission or requeue is refused at the limit.
+    pub(super) fn admission_refusal(&self) -> String {
+        format!("max-active-jobs ({}) reached", self.policy.max_active_jobs)
+    }
+
     /// Adds a job in whatever state it is in to every index that state needs.
-    pub(super) fn insert(&mut self, job: Job) {
+    pub(super) fn insert(&mut self, job: Job, now: i64) {
         if let Some(key) = &job.idempotency_key {
             self.idempotency.insert(key.clone(), job.id);
         }
         self.latest_submission = self.latest_submission.max(job.submitted_at);
         self.by_sequence.insert(job.order_key());
-        self.index(&job);
+        self.state_counts.add(&job.task_type, job.state);
+        self.index(&job, now);
         self.jobs.insert(job.id, job);
     }
 
-    /// Adds the job to the queue or timer index its state calls for.
-    pub(super) fn index(&mut self, job: &Job) {
+    /// Adds the job to the queue or timer index its state calls for: a
+    /// QUEUED job waits in `delayed` until its `not_before`, then in the
+    /// ready queues.
+    pub(super) fn index(&mut self, job: &Job, now: i64) {
         match job.state {
-            JobState::Queued => self
-                .queues
-                .push(&job.task_type, job.priority, job.order_key()),
+            JobState::Queued => match job.not_before.filter(|t| *t > now) {
+                Some(t) => {
+                    self.delayed.insert((t, job.id));
+                }
+                None => self
+                    .queues
+                    .push(&job.task_type, job.priority, job.ready_key()),
+            },
             JobState::RetryWait => {
                 let due = job.next_retry_at.unwrap_or(job.updated_at);
                 self.retries.insert((due, job.id));
@@ -237,8 +270,11 @@ impl CoordinatorState {
         };
         match job.state {
             JobState::Queued => {
+                if let Some(t) = job.not_before {
+                    self.delayed.remove(&(t, id));
+                }
                 self.queues
-                    .remove(&job.task_type, job.priority, job.order_key());
+                    .remove(&job.task_type, job.priority, job.ready_key());
             }
             JobState::RetryWait => {
                 let due = job.next_retry_at.unwrap_or(job.updated_at);
@@ -255,7 +291,8 @@ impl CoordinatorState {
 
     /// Moves a job to `to` through the state machine, keeping every index
     /// and the admission count right. `update` sets the fields that go with
-    /// the new state. The one place a job becomes terminal.
+    /// the new state. The one place a job becomes terminal (or, requeued,
+    /// stops being terminal).
     pub(super) fn transition(
         &mut self,
         id: JobId,
@@ -277,12 +314,16 @@ impl CoordinatorState {
         job.state = to;
         job.updated_at = now;
         update(job);
+        self.state_counts.moved(&job.task_type, from, to);
         if to.is_terminal() {
             job.finished_at = Some(now);
             self.active_jobs -= 1;
+        } else if from.is_terminal() {
+            // A requeue: the job counts against admission again.
+            self.active_jobs += 1;
         }
         let job = job.clone();
-        self.index(&job);
+        self.index(&job, now);
         self.mark_dirty(id);
         true
     }
@@ -327,14 +368,32 @@ impl CoordinatorState {
     /// Up to `limit` jobs as seen at `now`, newest submission first,
     /// optionally of one state.
     pub fn list(&self, state: Option<JobState>, limit: usize, now: i64) -> Vec<JobView> {
-        self.by_sequence
+        self.list_page(state, None, limit, now).jobs
+    }
+
+    /// Up to `limit` jobs, newest submission first, filtered by state and
+    /// task type, with the count of jobs per state (of that task type).
+    pub fn list_page(
+        &self,
+        state: Option<JobState>,
+        task_type: Option<&str>,
+        limit: usize,
+        now: i64,
+    ) -> JobList {
+        let jobs = self
+            .by_sequence
             .iter()
             .rev()
             .filter_map(|key| self.jobs.get(&key.2))
             .filter(|job| state.is_none_or(|s| job.state == s))
+            .filter(|job| task_type.is_none_or(|t| job.task_type == t))
             .take(limit)
             .map(|job| self.view(job, now))
-            .collect()
+            .collect();
+        JobList {
+            jobs,
+            counts: self.state_counts.counts(task_type),
+        }
     }
 
     fn view(&self, job: &Job, now: i64) -> JobView {
@@ -381,10 +440,11 @@ impl CoordinatorState {
             .values()
             .filter(|j| j.state == JobState::Queued)
             .count();
-        if queued != self.queues.len() {
+        if queued != self.queues.len() + self.delayed.len() {
             return Err(format!(
-                "{queued} QUEUED jobs but {} in queues",
-                self.queues.len()
+                "{queued} QUEUED jobs but {} in queues and {} delayed",
+                self.queues.len(),
+                self.delayed.len()
             ));
         }
         let retry_wait = self

@@ -27,17 +27,17 @@ pub struct JobStore {
 
 const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
     max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, result, error, \
-    idempotency_key, updated_at, finished_at";
+    idempotency_key, updated_at, finished_at, not_before";
 
 const UPSERT: &str = "INSERT INTO jobs (id, task_type, payload, priority, sequence, submitted_at, \
     state, attempts, max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, \
-    result, error, idempotency_key, updated_at, finished_at) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) \
+    result, error, idempotency_key, updated_at, finished_at, not_before) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) \
     ON CONFLICT(id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, \
     max_attempts = excluded.max_attempts, lease = excluded.lease, worker_id = excluded.worker_id, \
     assigned_at = excluded.assigned_at, next_retry_at = excluded.next_retry_at, \
     result = excluded.result, error = excluded.error, updated_at = excluded.updated_at, \
-    finished_at = excluded.finished_at";
+    finished_at = excluded.finished_at, not_before = excluded.not_before";
 
 const UPSERT_ATTEMPT: &str = "INSERT INTO attempts (job_id, number, worker_id, lease, started_at, \
     ended_at, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
@@ -145,6 +145,7 @@ impl JobStore {
                     job.idempotency_key,
                     job.updated_at,
                     job.finished_at,
+                    job.not_before,
                 ])
                 .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
             }
@@ -251,6 +252,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         idempotency_key: row.get(16)?,
         updated_at: row.get(17)?,
         finished_at: row.get(18)?,
+        not_before: row.get(19)?,
         history: Vec::new(),
     })
 }
@@ -277,7 +279,8 @@ mod tests {
             next_retry_at: None,
             result: Some(b"r".to_vec().into()),
             error: None,
-            idempotency_key: None,
+            idempotency_key: Some(format!("key-{sequence}")),
+            not_before: Some(5),
             updated_at: 12,
             finished_at: None,
             history: vec![Attempt {

@@ -29,12 +29,13 @@ CREATE TABLE jobs (
 );
 ";
 
-/// Version 1 → 2: base priority and submission sequence, and the attempt
-/// history. Existing rows become NORMAL with sequence 0, so they keep
+/// Version 1 → 2: base priority and submission sequence, delayed start, and
+/// the attempt history. Existing rows become NORMAL with sequence 0, so they keep
 /// submission-time order among themselves; their history starts empty.
 const V1_TO_V2: &str = "
 ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE jobs ADD COLUMN sequence INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN not_before INTEGER;
 CREATE TABLE attempts (
     job_id TEXT NOT NULL,
     number INTEGER NOT NULL,

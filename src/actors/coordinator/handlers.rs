@@ -4,7 +4,8 @@
 use super::messages::*;
 use super::Coordinator;
 use crate::actors::outbox::ClientAnswer;
-use crate::protocol::{ClientRequest, ClientResponse, SubmitRequest};
+use crate::protocol::{ClientRequest, ClientResponse, JobId, SubmitRequest};
+use crate::scheduler::{CancelRefused, RequeueRefused};
 use actix::{Context, Handler};
 use slog::info;
 
@@ -99,14 +100,64 @@ impl Coordinator {
             ClientRequest::SubmitBatch(reqs) => {
                 ClientResponse::BatchSubmitted(self.submit_all(reqs, now))
             }
-            ClientRequest::Status { job_id } => match self.state.status(job_id, now) {
-                Some(view) => ClientResponse::Job(Box::new(view)),
-                None => ClientResponse::NotFound { job_id },
-            },
-            ClientRequest::List { state, limit } => {
-                ClientResponse::Jobs(self.state.list(state, limit as usize, now))
+            ClientRequest::Status { job_id } => self.job_response(job_id, now),
+            ClientRequest::List {
+                state,
+                limit,
+                task_type,
+            } => ClientResponse::Jobs(self.state.list_page(
+                state,
+                task_type.as_deref(),
+                limit as usize,
+                now,
+            )),
+            ClientRequest::Cancel { job_id } => self.cancel(job_id, now),
+            ClientRequest::Requeue { job_id } => self.requeue(job_id, now),
+            ClientRequest::RequeueFailed { task_type } => {
+                let (job_ids, refused) = self.state.requeue_failed(task_type.as_deref(), now);
+                self.state.schedule(now);
+                ClientResponse::Requeued { job_ids, refused }
             }
             ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views()),
+        }
+    }
+
+    fn cancel(&mut self, job_id: JobId, now: i64) -> ClientResponse {
+        match self.state.cancel(job_id, now) {
+            Ok(()) => {
+                // A cancelled RUNNING job freed a slot.
+                self.state.schedule(now);
+                self.job_response(job_id, now)
+            }
+            Err(CancelRefused::NotFound) => ClientResponse::NotFound { job_id },
+            Err(CancelRefused::AlreadyFinished(state)) => {
+                ClientResponse::CancelRefused { job_id, state }
+            }
+        }
+    }
+
+    fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {
+        let reason = match self.state.requeue(job_id, now) {
+            Ok(()) => {
+                self.state.schedule(now);
+                return ClientResponse::Requeued {
+                    job_ids: vec![job_id],
+                    refused: None,
+                };
+            }
+            Err(RequeueRefused::NotFound) => return ClientResponse::NotFound { job_id },
+            Err(RequeueRefused::NotFailed(state)) => {
+                format!("job is {state}; only FAILED or CANCELLED jobs can be retried")
+            }
+            Err(RequeueRefused::Admission(reason)) => reason,
+        };
+        ClientResponse::RequeueRefused { job_id, reason }
+    }
+
+    fn job_response(&self, job_id: JobId, now: i64) -> ClientResponse {
+        match self.state.status(job_id, now) {
+            Some(view) => ClientResponse::Job(Box::new(view)),
+            None => ClientResponse::NotFound { job_id },
         }
     }
 

@@ -1,0 +1,95 @@
+//! What clients may do to jobs after submitting them: cancel a job, and
+//! requeue failed or cancelled ones with a fresh attempt budget.
+
+use crate::protocol::{AttemptOutcome, JobId, JobState};
+use crate::scheduler::state::CoordinatorState;
+use slog::info;
+
+/// Why a cancel changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelRefused {
+    NotFound,
+    AlreadyFinished(JobState),
+}
+
+/// Why a requeue changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequeueRefused {
+    NotFound,
+    /// Only FAILED and CANCELLED jobs can be requeued.
+    NotFailed(JobState),
+    /// `max-active-jobs` reached.
+    Admission(String),
+}
+
+impl CoordinatorState {
+    /// QUEUED or RETRY_WAIT: CANCELLED at once. RUNNING: the lease is
+    /// revoked, the worker is sent `TaskCancel`, the attempt ends as
+    /// cancelled, and the job is CANCELLED.
+    pub fn cancel(&mut self, id: JobId, now: i64) -> Result<(), CancelRefused> {
+        let state = self.jobs.get(&id).ok_or(CancelRefused::NotFound)?.state;
+        if state.is_terminal() {
+            return Err(CancelRefused::AlreadyFinished(state));
+        }
+        if state == JobState::Running {
+            self.revoke_attempt(id);
+        }
+        info!(self.log, "job cancelled"; "job" => %id, "was" => %state);
+        self.transition(id, JobState::Cancelled, now, |job| {
+            job.end_attempt(AttemptOutcome::Cancelled, now);
+            job.error = Some("cancelled by a client".into());
+            job.lease = None;
+            job.next_retry_at = None;
+        });
+        Ok(())
+    }
+
+    /// Puts a FAILED or CANCELLED job back to QUEUED with a fresh attempt
+    /// budget, keeping its history. It is ordered as if submitted now.
+    pub fn requeue(&mut self, id: JobId, now: i64) -> Result<(), RequeueRefused> {
+        let state = self.jobs.get(&id).ok_or(RequeueRefused::NotFound)?.state;
+        if !matches!(state, JobState::Failed | JobState::Cancelled) {
+            return Err(RequeueRefused::NotFailed(state));
+        }
+        if self.active_jobs >= self.policy.max_active_jobs {
+            return Err(RequeueRefused::Admission(self.admission_refusal()));
+        }
+        info!(self.log, "job requeued"; "job" => %id, "was" => %state);
+        self.transition(id, JobState::Queued, now, |job| {
+            job.attempts = 0;
+            job.error = None;
+            job.result = None;
+            job.worker_id = None;
+            job.finished_at = None;
+            job.not_before = Some(now);
+        });
+        Ok(())
+    }
+
+    /// Requeues every FAILED job (of `task_type`, if given), oldest first,
+    /// until the admission limit stops it; returns the requeued ids and the
+    /// reason it stopped early, if it did.
+    pub fn requeue_failed(
+        &mut self,
+        task_type: Option<&str>,
+        now: i64,
+    ) -> (Vec<JobId>, Option<String>) {
+        let failed: Vec<JobId> = self
+            .by_sequence
+            .iter()
+            .filter_map(|key| self.jobs.get(&key.2))
+            .filter(|j| j.state == JobState::Failed)
+            .filter(|j| task_type.is_none_or(|t| j.task_type == t))
+            .map(|j| j.id)
+            .collect();
+        let mut requeued = Vec::with_capacity(failed.len());
+        for id in failed {
+            match self.requeue(id, now) {
+                Ok(()) => requeued.push(id),
+                Err(RequeueRefused::Admission(reason)) => return (requeued, Some(reason)),
+                Err(_) => {}
+            }
+        }
+        (requeued, None)
+    }
+}

@@ -1,0 +1,48 @@
+//! How many jobs are in each state, per task type, kept up to date on every
+//! transition so a list footer costs nothing per job.
+
+use crate::protocol::{JobState, StateCount};
+use std::collections::HashMap;
+
+/// Counts per task type, one slot per state in `JobState::ALL` order.
+#[derive(Debug, Default)]
+pub struct StateCounts {
+    by_type: HashMap<String, [u64; 6]>,
+}
+
+fn slot(state: JobState) -> usize {
+    JobState::ALL.iter().position(|s| *s == state).unwrap_or(0)
+}
+
+impl StateCounts {
+    pub fn add(&mut self, task_type: &str, state: JobState) {
+        self.by_type.entry(task_type.to_string()).or_default()[slot(state)] += 1;
+    }
+
+    pub fn moved(&mut self, task_type: &str, from: JobState, to: JobState) {
+        if let Some(counts) = self.by_type.get_mut(task_type) {
+            counts[slot(from)] = counts[slot(from)].saturating_sub(1);
+            counts[slot(to)] += 1;
+        }
+    }
+
+    /// Non-zero counts per state, for one task type or all of them.
+    pub fn counts(&self, task_type: Option<&str>) -> Vec<StateCount> {
+        let mut total = [0u64; 6];
+        let selected = self
+            .by_type
+            .iter()
+            .filter(|(t, _)| task_type.is_none_or(|wanted| t.as_str() == wanted));
+        for (_, counts) in selected {
+            for (sum, n) in total.iter_mut().zip(counts) {
+                *sum += n;
+            }
+        }
+        JobState::ALL
+            .into_iter()
+            .zip(total)
+            .filter(|(_, count)| *count > 0)
+            .map(|(state, count)| StateCount { state, count })
+            .collect()
+    }
+}
