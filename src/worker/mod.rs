@@ -7,6 +7,7 @@
 mod connection;
 mod heartbeat;
 mod pool;
+mod task_runtime;
 pub mod tasks;
 
 #[cfg(test)]
@@ -14,6 +15,8 @@ mod peer_tests;
 
 pub use connection::ConnectionError;
 pub use tasks::{TaskContext, TaskHandler, TaskRegistry};
+
+use task_runtime::TaskRuntime;
 
 use crate::config::WorkerConfig;
 use crate::protocol::WorkerId;
@@ -35,7 +38,17 @@ impl WorkerHandle {
     /// `config.worker_id` is empty), so [`WorkerHandle::worker_id`] is the id
     /// the coordinator will see. If the thread or runtime cannot be created
     /// the failure is logged at error level and the handle does nothing.
-    pub fn spawn(mut config: WorkerConfig, log: Logger) -> WorkerHandle {
+    pub fn spawn(config: WorkerConfig, log: Logger) -> WorkerHandle {
+        WorkerHandle::spawn_with_registry(config, TaskRegistry::with_builtins(), log)
+    }
+
+    /// [`WorkerHandle::spawn`] running the task types of `registry` instead
+    /// of the built-ins.
+    pub fn spawn_with_registry(
+        mut config: WorkerConfig,
+        registry: TaskRegistry,
+        log: Logger,
+    ) -> WorkerHandle {
         let worker_id = resolve_worker_id(&config);
         config.worker_id = worker_id.0.clone();
         let shutdown = CancellationToken::new();
@@ -43,7 +56,7 @@ impl WorkerHandle {
         let thread_log = log.clone();
         let thread = std::thread::Builder::new()
             .name(format!("taskyard-{worker_id}"))
-            .spawn(move || run_on_own_runtime(config, thread_log, token));
+            .spawn(move || run_on_own_runtime(config, registry, thread_log, token));
         let thread = thread
             .map_err(|e| error!(log, "cannot start worker thread"; "error" => %e))
             .ok();
@@ -77,12 +90,17 @@ impl Drop for WorkerHandle {
     }
 }
 
-fn run_on_own_runtime(config: WorkerConfig, log: Logger, shutdown: CancellationToken) {
+fn run_on_own_runtime(
+    config: WorkerConfig,
+    registry: TaskRegistry,
+    log: Logger,
+    shutdown: CancellationToken,
+) {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(run(config, log, shutdown)),
+        Ok(runtime) => runtime.block_on(run_with_registry(config, registry, log, shutdown)),
         Err(e) => error!(log, "cannot start worker runtime"; "error" => %e),
     }
 }
@@ -95,17 +113,42 @@ pub async fn run(config: WorkerConfig, log: Logger, shutdown: CancellationToken)
 }
 
 /// [`run`] with the task types of `registry` instead of the built-ins.
+///
+/// Task handlers run on a runtime of their own (one thread per slot), while
+/// the connection, the heartbeat and the writer stay on the caller's: a
+/// handler that blocks its thread cannot delay a heartbeat. If that runtime
+/// cannot be created the failure is logged at error level and this returns.
 pub async fn run_with_registry(
     config: WorkerConfig,
     registry: TaskRegistry,
     log: Logger,
     shutdown: CancellationToken,
 ) {
+    match TaskRuntime::dedicated(config.capacity) {
+        Ok(tasks) => run_with_task_runtime(config, registry, tasks, log, shutdown).await,
+        Err(e) => error!(log, "cannot start the task runtime"; "error" => %e),
+    }
+}
+
+async fn run_with_task_runtime(
+    config: WorkerConfig,
+    registry: TaskRegistry,
+    tasks: TaskRuntime,
+    log: Logger,
+    shutdown: CancellationToken,
+) {
     let worker_id = resolve_worker_id(&config);
     let log = log.new(o!("worker" => worker_id.to_string()));
     info!(log, "worker starting"; "coordinator" => &config.coordinator, "task_types" => registry.task_types().join(","));
+    let pool = pool::TaskPool::new(
+        config.capacity,
+        registry,
+        tasks,
+        worker_id.clone(),
+        log.clone(),
+    );
     let worker = connection::Worker {
-        pool: pool::TaskPool::new(config.capacity, registry, worker_id.clone(), log.clone()),
+        pool,
         coordinator: config.coordinator,
         worker_id,
         capacity: config.capacity,
