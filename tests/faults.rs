@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::jobs::*;
 use common::proxy::Proxy;
 use common::raw_worker::RawWorker;
 use common::tasks::*;
@@ -17,9 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use taskyard::actors::coordinator::Inspect;
-use taskyard::client::Client;
 use taskyard::config::{CoordinatorConfig, WorkerConfig};
-use taskyard::protocol::payloads::encode_json;
 use taskyard::protocol::*;
 use taskyard::worker::{TaskRegistry, WorkerHandle};
 
@@ -45,58 +44,6 @@ fn fast_worker(coordinator: SocketAddr, id: &str, capacity: u32) -> WorkerConfig
         heartbeat_interval_millis: HEARTBEAT_INTERVAL_MILLIS,
         ..worker_config(coordinator, id, capacity)
     }
-}
-
-fn request(task_type: &str, payload: serde_json::Value) -> SubmitRequest {
-    SubmitRequest {
-        task_type: task_type.into(),
-        payload: encode_json(&payload),
-        priority: Priority::Normal,
-        max_attempts: None,
-        timeout_ms: None,
-    }
-}
-
-fn sleep_job(millis: u64) -> SubmitRequest {
-    request("sleep", json!({ "millis": millis }))
-}
-
-fn submit(client: &mut Client, req: SubmitRequest) -> JobId {
-    match client.submit(req).expect("submit") {
-        SubmitAnswer::Accepted { job_id, .. } => job_id,
-        SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
-    }
-}
-
-fn status(client: &mut Client, job: JobId) -> JobView {
-    client.status(job).expect("status").expect("job known")
-}
-
-/// Waits until the job's view satisfies `done`; returns that view.
-fn wait_for_job(
-    client: &mut Client,
-    job: JobId,
-    what: &str,
-    within: Duration,
-    done: impl Fn(&JobView) -> bool,
-) -> JobView {
-    let mut last = None;
-    wait_until(&format!("job {job}: {what}"), within, || {
-        let view = status(client, job);
-        let ok = done(&view);
-        last = Some(view);
-        ok
-    });
-    last.expect("seen")
-}
-
-fn is_listed(client: &mut Client, worker: &str) -> bool {
-    let workers = client.workers().expect("workers");
-    workers.iter().any(|w| w.worker_id.0 == worker)
-}
-
-fn result_text(view: &JobView) -> String {
-    String::from_utf8(view.result.clone().unwrap_or_default()).expect("utf-8 result")
 }
 
 // ------------------------------------------------------------ saturated pool

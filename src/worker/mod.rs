@@ -1,5 +1,7 @@
 //! The worker process: a connection to the coordinator, a heartbeat on its
-//! own timer and a bounded task pool, on plain tokio.
+//! own timer and a bounded task pool, on plain tokio. The connection, the
+//! heartbeat and the frame writer run on the caller's runtime; task handlers
+//! run on a runtime of their own, so no task can hold up a heartbeat.
 //!
 //! [`run`] is the whole worker as a future; [`WorkerHandle`] runs it on a
 //! thread of its own, for `taskyard dev`, tests and benchmarks.
@@ -34,7 +36,7 @@ pub struct WorkerHandle {
 
 impl WorkerHandle {
     /// Starts the worker on its own OS thread with its own multi-thread tokio
-    /// runtime; returns at once. The worker id is fixed here (generated if
+    /// runtime (plus the task runtime [`run`] creates); returns at once. The worker id is fixed here (generated if
     /// `config.worker_id` is empty), so [`WorkerHandle::worker_id`] is the id
     /// the coordinator will see. If the thread or runtime cannot be created
     /// the failure is logged at error level and the handle does nothing.
@@ -73,7 +75,8 @@ impl WorkerHandle {
 
     /// Cancels in-flight tasks (no results are sent for them), closes the
     /// connection and joins the thread. Blocks the caller until then, so do
-    /// not call it from inside an async task.
+    /// not call it from inside an async task. A handler stuck in blocking
+    /// code keeps its task thread until it returns, but cannot send a result.
     pub fn stop(mut self) {
         self.shutdown.cancel();
         if let Some(thread) = self.thread.take() {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod jobs;
 pub mod proxy;
 pub mod raw_worker;
 pub mod tasks;
