@@ -1,5 +1,7 @@
 //! The worker process: a connection to the coordinator, a heartbeat on its
-//! own timer and a bounded task pool, on plain tokio.
+//! own timer and a bounded task pool, on plain tokio. The connection, the
+//! heartbeat and the frame writer run on the caller's runtime; task handlers
+//! run on a runtime of their own, so no task can hold up a heartbeat.
 //!
 //! [`run`] is the whole worker as a future; [`WorkerHandle`] runs it on a
 //! thread of its own, for `taskyard dev`, tests and benchmarks.
@@ -7,6 +9,7 @@
 mod connection;
 mod heartbeat;
 mod pool;
+mod task_runtime;
 pub mod tasks;
 
 #[cfg(test)]
@@ -14,6 +17,8 @@ mod peer_tests;
 
 pub use connection::ConnectionError;
 pub use tasks::{TaskContext, TaskHandler, TaskRegistry};
+
+use task_runtime::TaskRuntime;
 
 use crate::config::WorkerConfig;
 use crate::protocol::WorkerId;
@@ -31,7 +36,7 @@ pub struct WorkerHandle {
 
 impl WorkerHandle {
     /// Starts the worker on its own OS thread with its own multi-thread tokio
-    /// runtime; returns at once. The worker id is fixed here (generated if
+    /// runtime (plus the task runtime [`run`] creates); returns at once. The worker id is fixed here (generated if
     /// `config.worker_id` is empty), so [`WorkerHandle::worker_id`] is the id
     /// the coordinator will see. If the thread or runtime cannot be created
     /// the failure is logged at error level and the handle does nothing.
@@ -70,7 +75,8 @@ impl WorkerHandle {
 
     /// Cancels in-flight tasks (no results are sent for them), closes the
     /// connection and joins the thread. Blocks the caller until then, so do
-    /// not call it from inside an async task.
+    /// not call it from inside an async task. A handler stuck in blocking
+    /// code keeps its task thread until it returns, but cannot send a result.
     pub fn stop(mut self) {
         self.shutdown.cancel();
         if let Some(thread) = self.thread.take() {
@@ -110,17 +116,42 @@ pub async fn run(config: WorkerConfig, log: Logger, shutdown: CancellationToken)
 }
 
 /// [`run`] with the task types of `registry` instead of the built-ins.
+///
+/// Task handlers run on a runtime of their own (one thread per slot), while
+/// the connection, the heartbeat and the writer stay on the caller's: a
+/// handler that blocks its thread cannot delay a heartbeat. If that runtime
+/// cannot be created the failure is logged at error level and this returns.
 pub async fn run_with_registry(
     config: WorkerConfig,
     registry: TaskRegistry,
     log: Logger,
     shutdown: CancellationToken,
 ) {
+    match TaskRuntime::dedicated(config.capacity) {
+        Ok(tasks) => run_with_task_runtime(config, registry, tasks, log, shutdown).await,
+        Err(e) => error!(log, "cannot start the task runtime"; "error" => %e),
+    }
+}
+
+async fn run_with_task_runtime(
+    config: WorkerConfig,
+    registry: TaskRegistry,
+    tasks: TaskRuntime,
+    log: Logger,
+    shutdown: CancellationToken,
+) {
     let worker_id = resolve_worker_id(&config);
     let log = log.new(o!("worker" => worker_id.to_string()));
     info!(log, "worker starting"; "coordinator" => &config.coordinator, "task_types" => registry.task_types().join(","));
+    let pool = pool::TaskPool::new(
+        config.capacity,
+        registry,
+        tasks,
+        worker_id.clone(),
+        log.clone(),
+    );
     let worker = connection::Worker {
-        pool: pool::TaskPool::new(config.capacity, registry, worker_id.clone(), log.clone()),
+        pool,
         coordinator: config.coordinator,
         worker_id,
         capacity: config.capacity,

@@ -16,6 +16,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
 use tokio_util::codec::Framed;
 
+mod blocking;
+
 type Peer = Framed<TcpStream, FrameCodec<WorkerMessage, CoordinatorToWorker>>;
 type Lines = Arc<Mutex<Vec<(Level, String)>>>;
 
@@ -61,19 +63,45 @@ struct Harness {
 }
 
 impl Harness {
+    /// A worker with the built-ins, its handlers on the test's runtime so
+    /// that paused time drives them too.
     async fn start(worker_id: &str, capacity: u32) -> Harness {
+        let registry = TaskRegistry::with_builtins();
+        Harness::start_with(
+            worker_id,
+            capacity,
+            HEARTBEAT,
+            registry,
+            TaskRuntime::current(),
+        )
+        .await
+    }
+
+    async fn start_with(
+        worker_id: &str,
+        capacity: u32,
+        heartbeat: Duration,
+        registry: TaskRegistry,
+        tasks: TaskRuntime,
+    ) -> Harness {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let config = WorkerConfig {
             coordinator: listener.local_addr().expect("addr").to_string(),
             worker_id: worker_id.to_string(),
             capacity,
-            heartbeat_interval_millis: HEARTBEAT.as_millis() as u64,
+            heartbeat_interval_millis: heartbeat.as_millis() as u64,
             reconnect_max_millis: 1000,
             ..WorkerConfig::default()
         };
         let (log, lines) = capturing_logger();
         let shutdown = CancellationToken::new();
-        let worker = tokio::spawn(run(config, log, shutdown.clone()));
+        let worker = tokio::spawn(run_with_task_runtime(
+            config,
+            registry,
+            tasks,
+            log,
+            shutdown.clone(),
+        ));
         Harness {
             listener,
             shutdown,

@@ -1,7 +1,9 @@
 //! The task pool: runs assigned attempts, at most `capacity` at once, each
-//! under its own cancellation token keyed by (job, lease).
+//! under its own cancellation token keyed by (job, lease), on the task
+//! runtime — never on the threads of the connection and the heartbeat.
 
 use crate::protocol::{JobId, LeaseId, TaskOutcome, WorkerId, WorkerMessage};
+use crate::worker::task_runtime::TaskRuntime;
 use crate::worker::tasks::{TaskContext, TaskHandler, TaskRegistry};
 use futures_util::FutureExt;
 use slog::{debug, o, warn, Logger};
@@ -23,9 +25,17 @@ pub struct Assignment {
 }
 
 /// Shared by every connection of one worker, so the capacity bound holds
-/// across reconnects. Cloning is cheap and shares the same pool.
-#[derive(Clone)]
+/// across reconnects. Owns the task runtime: dropping the pool shuts it
+/// down (see [`TaskRuntime`]).
 pub struct TaskPool {
+    slots: Slots,
+    runtime: TaskRuntime,
+}
+
+/// What running attempts share with the pool. Cloning is cheap; attempts
+/// hold a clone, never the runtime they run on.
+#[derive(Clone)]
+struct Slots {
     registry: Arc<TaskRegistry>,
     permits: Arc<Semaphore>,
     running: Arc<Mutex<HashMap<Key, CancellationToken>>>,
@@ -34,19 +44,27 @@ pub struct TaskPool {
 }
 
 impl TaskPool {
-    pub fn new(capacity: u32, registry: TaskRegistry, worker_id: WorkerId, log: Logger) -> Self {
-        TaskPool {
+    /// Handlers run on `runtime`, at most `capacity` at once.
+    pub fn new(
+        capacity: u32,
+        registry: TaskRegistry,
+        runtime: TaskRuntime,
+        worker_id: WorkerId,
+        log: Logger,
+    ) -> Self {
+        let slots = Slots {
             registry: Arc::new(registry),
             permits: Arc::new(Semaphore::new(capacity as usize)),
             running: Arc::default(),
             worker_id,
             log,
-        }
+        };
+        TaskPool { slots, runtime }
     }
 
     /// Every task type this pool runs, sorted.
     pub fn task_types(&self) -> Vec<String> {
-        self.registry.task_types()
+        self.slots.registry.task_types()
     }
 
     /// Starts the attempt in the background. It waits for a free slot, runs,
@@ -60,12 +78,13 @@ impl TaskPool {
         results: mpsc::Sender<WorkerMessage>,
     ) {
         let log = self
+            .slots
             .log
             .new(o!("job" => a.job_id.to_string(), "lease" => a.lease.to_string()));
         let token = parent.child_token();
         let key = (a.job_id, a.lease);
         {
-            let mut running = self.running();
+            let mut running = self.slots.running();
             if running.contains_key(&key) {
                 warn!(log, "duplicate task assignment ignored");
                 return;
@@ -73,16 +92,19 @@ impl TaskPool {
             running.insert(key, token.clone());
         }
         debug!(log, "task assigned"; "task_type" => &a.task_type);
-        tokio::spawn(self.clone().run(a, token, results, log));
+        self.runtime
+            .spawn(self.slots.clone().run(a, token, results, log));
     }
 
     /// Cancels the attempt under `lease`; no result will be sent for it.
     /// Returns false when no such attempt is running (already finished).
     pub fn cancel(&self, job_id: JobId, lease: LeaseId) -> bool {
-        let token = self.running().remove(&(job_id, lease));
+        let token = self.slots.running().remove(&(job_id, lease));
         token.map(|t| t.cancel()).is_some()
     }
+}
 
+impl Slots {
     async fn run(
         self,
         a: Assignment,

@@ -25,7 +25,9 @@ pub struct TaskContext {
 }
 
 /// A task handler: given the attempt and its raw MessagePack payload,
-/// produce the outcome. Handlers run on the worker's tokio runtime.
+/// produce the outcome. Handlers run on the worker's task runtime, one
+/// thread per slot (up to 64), apart from the connection and heartbeat: a
+/// handler that blocks its thread (CPU-bound work) costs only its own slot.
 pub type TaskHandler =
     Arc<dyn Fn(TaskContext, Vec<u8>) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
 

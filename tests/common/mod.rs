@@ -3,13 +3,18 @@
 
 #![allow(dead_code)]
 
+pub mod jobs;
+pub mod proxy;
+pub mod raw_worker;
+pub mod tasks;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use taskyard::actors::CoordinatorHandle;
 use taskyard::client::Client;
 use taskyard::config::{CoordinatorConfig, WorkerConfig};
-use taskyard::worker::WorkerHandle;
+use taskyard::worker::{TaskRegistry, WorkerHandle};
 
 pub fn quiet_log() -> slog::Logger {
     slog::Logger::root(slog::Discard, slog::o!())
@@ -61,6 +66,19 @@ impl Cluster {
         cluster
     }
 
+    /// A coordinator whose config `configure` adjusts (on top of
+    /// [`coordinator_config`]), and no workers yet.
+    pub fn start_configured(configure: impl FnOnce(&mut CoordinatorConfig)) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = coordinator_config(dir.path());
+        configure(&mut config);
+        Cluster {
+            coordinator: Some(start_coordinator(config)),
+            dir,
+            workers: Vec::new(),
+        }
+    }
+
     pub fn coordinator(&self) -> &CoordinatorHandle {
         self.coordinator.as_ref().expect("coordinator running")
     }
@@ -80,6 +98,12 @@ impl Cluster {
     pub fn add_worker(&mut self, id: &str, capacity: u32) {
         let config = worker_config(self.coordinator().worker_addr, id, capacity);
         self.workers.push(WorkerHandle::spawn(config, quiet_log()));
+    }
+
+    /// Starts a worker with `config`, running the task types of `registry`.
+    pub fn add_worker_with(&mut self, config: WorkerConfig, registry: TaskRegistry) {
+        let worker = WorkerHandle::spawn_with_registry(config, registry, quiet_log());
+        self.workers.push(worker);
     }
 
     pub fn wait_for_workers(&self, n: usize) {

@@ -1,0 +1,62 @@
+//! Small client-side steps for end-to-end tests: build, submit and watch
+//! jobs and workers through the client library.
+
+use serde_json::json;
+use std::time::Duration;
+use taskyard::client::Client;
+use taskyard::protocol::payloads::encode_json;
+use taskyard::protocol::{JobId, JobView, Priority, SubmitAnswer, SubmitRequest};
+
+use super::wait_until;
+
+pub fn request(task_type: &str, payload: serde_json::Value) -> SubmitRequest {
+    SubmitRequest {
+        task_type: task_type.into(),
+        payload: encode_json(&payload),
+        priority: Priority::Normal,
+        max_attempts: None,
+        timeout_ms: None,
+    }
+}
+
+pub fn sleep_job(millis: u64) -> SubmitRequest {
+    request("sleep", json!({ "millis": millis }))
+}
+
+pub fn submit(client: &mut Client, req: SubmitRequest) -> JobId {
+    match client.submit(req).expect("submit") {
+        SubmitAnswer::Accepted { job_id, .. } => job_id,
+        SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+    }
+}
+
+pub fn status(client: &mut Client, job: JobId) -> JobView {
+    client.status(job).expect("status").expect("job known")
+}
+
+/// Waits until the job's view satisfies `done`; returns that view.
+pub fn wait_for_job(
+    client: &mut Client,
+    job: JobId,
+    what: &str,
+    within: Duration,
+    done: impl Fn(&JobView) -> bool,
+) -> JobView {
+    let mut last = None;
+    wait_until(&format!("job {job}: {what}"), within, || {
+        let view = status(client, job);
+        let ok = done(&view);
+        last = Some(view);
+        ok
+    });
+    last.expect("seen")
+}
+
+pub fn is_listed(client: &mut Client, worker: &str) -> bool {
+    let workers = client.workers().expect("workers");
+    workers.iter().any(|w| w.worker_id.0 == worker)
+}
+
+pub fn result_text(view: &JobView) -> String {
+    String::from_utf8(view.result.clone().unwrap_or_default()).expect("utf-8 result")
+}
