@@ -5,18 +5,12 @@ use serde_json::json;
 use std::time::Duration;
 use taskyard::client::Client;
 use taskyard::protocol::payloads::encode_json;
-use taskyard::protocol::{JobId, JobView, Priority, SubmitAnswer, SubmitRequest};
+use taskyard::protocol::{JobId, JobView, SubmitAnswer, SubmitRequest};
 
 use super::wait_until;
 
 pub fn request(task_type: &str, payload: serde_json::Value) -> SubmitRequest {
-    SubmitRequest {
-        task_type: task_type.into(),
-        payload: encode_json(&payload),
-        priority: Priority::Normal,
-        max_attempts: None,
-        timeout_ms: None,
-    }
+    SubmitRequest::new(task_type, encode_json(&payload))
 }
 
 pub fn sleep_job(millis: u64) -> SubmitRequest {
