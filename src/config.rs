@@ -100,6 +100,8 @@ config_struct! {
         max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
         /// Largest accepted job payload.
         max_payload_bytes: usize = 256 * 1024,
+        /// Largest accepted task result; a bigger one fails its attempt.
+        max_result_bytes: usize = 1024 * 1024,
         /// error, warn, info, debug or trace.
         log_level: LogLevel = LogLevel::Info,
         /// text (human-readable) or json (one object per line).
@@ -240,6 +242,7 @@ impl Validate for CoordinatorConfig {
         )?;
         at_least("default-max-attempts", self.default_max_attempts.into(), 1)?;
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
+        at_least("max-result-bytes", self.max_result_bytes as u64, 1)?;
         frame_size(self.max_frame_bytes)
     }
 }

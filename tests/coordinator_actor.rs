@@ -96,6 +96,7 @@ impl Harness {
             default_timeout_ms: 10_000,
             heartbeat_timeout_ms: 6000,
             max_payload_bytes: 4096,
+            max_result_bytes: 1024,
         };
         let log = slog::Logger::root(slog::Discard, slog::o!());
         let state = CoordinatorState::new(policy, log.clone());

@@ -3,7 +3,8 @@
 //! job state.
 
 use crate::actors::coordinator::{
-    Coordinator, RegisterWorker, WorkerDisconnected, WorkerHeartbeat, WorkerTaskResult,
+    Coordinator, RegisterWorker, WorkerDisconnected, WorkerDraining, WorkerHeartbeat,
+    WorkerTaskProgress, WorkerTaskResult,
 };
 use crate::actors::handshake::{check_hello, hello};
 use crate::actors::outbox::SendToWorker;
@@ -138,6 +139,32 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                     outcome,
                 });
             }
+            (
+                _,
+                Some(worker_id),
+                WorkerMessage::TaskProgress {
+                    job_id,
+                    lease,
+                    percent,
+                    message,
+                },
+            ) => {
+                // do_send: progress is small and rate-limited by the worker.
+                self.coordinator.do_send(WorkerTaskProgress {
+                    session: self.id,
+                    worker_id,
+                    job_id,
+                    lease,
+                    percent,
+                    message: truncate(message, MAX_PROGRESS_MESSAGE),
+                });
+            }
+            (_, Some(worker_id), WorkerMessage::Draining) => {
+                self.coordinator.do_send(WorkerDraining {
+                    session: self.id,
+                    worker_id,
+                });
+            }
             (Phase::Closing, _, _) => {}
             (_, _, other) => self.close_with_error(format!(
                 "unexpected {} frame at this point of the worker protocol",
@@ -180,12 +207,29 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
     }
 }
 
+/// Longest progress message kept, in bytes.
+const MAX_PROGRESS_MESSAGE: usize = 200;
+
+/// `text` cut to at most `max` bytes at a character boundary.
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let cut = (0..=max)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        text.truncate(cut);
+    }
+    text
+}
+
 fn frame_name(frame: &WorkerMessage) -> &'static str {
     match frame {
         WorkerMessage::Hello(_) => "Hello",
         WorkerMessage::Register { .. } => "Register",
         WorkerMessage::Heartbeat => "Heartbeat",
         WorkerMessage::TaskResult { .. } => "TaskResult",
+        WorkerMessage::TaskProgress { .. } => "TaskProgress",
+        WorkerMessage::Draining => "Draining",
     }
 }
 

@@ -166,7 +166,16 @@ fn wait_and_report(
     timeout_secs: u64,
 ) -> Result<Exit, CliError> {
     let timeout = Duration::from_secs(timeout_secs);
-    match client.wait(job_id, timeout, WAIT_POLL_INTERVAL)? {
+    let mut last_progress = None;
+    let show_progress = |view: &JobView| {
+        if !ctx.json && view.progress != last_progress {
+            if let Some(p) = &view.progress {
+                warn(&format!("progress {}", output::progress_text(p)));
+            }
+            last_progress = view.progress.clone();
+        }
+    };
+    match client.wait_watching(job_id, timeout, WAIT_POLL_INTERVAL, show_progress)? {
         WaitOutcome::Finished(job) => {
             emit_job(ctx, &job, output::finished)?;
             Ok(finished_exit(job.state))

@@ -9,7 +9,7 @@
 use crate::cli::exit::CliError;
 use crate::cli::time::format_millis;
 use crate::protocol::payloads::decode_value;
-use crate::protocol::{Attempt, JobId, JobList, JobState, JobView, Priority, WorkerView};
+use crate::protocol::{Attempt, JobId, JobList, JobState, JobView, Priority, Progress, WorkerView};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -91,6 +91,7 @@ pub fn job_json(job: &JobView) -> Value {
         "next_retry_at": job.next_retry_at,
         "no_worker": job.no_worker,
         "history": job.history,
+        "progress": job.progress,
     })
 }
 
@@ -117,6 +118,9 @@ pub fn job_details(job: &JobView) -> String {
     }
     if let Some(at) = job.next_retry_at {
         lines.push(("next retry", format_millis(at)));
+    }
+    if let Some(progress) = &job.progress {
+        lines.push(("progress", progress_text(progress)));
     }
     if let Some(at) = job.not_before.filter(|_| job.state == JobState::Queued) {
         lines.push(("runs at", format!("{} or later", format_millis(at))));
@@ -170,6 +174,13 @@ pub fn finished(job: &JobView) -> String {
 }
 
 /// `list` output.
+/// `40% resizing`.
+pub fn progress_text(progress: &Progress) -> String {
+    format!("{}% {}", progress.percent, progress.message)
+        .trim_end()
+        .to_string()
+}
+
 /// `list --json`: the jobs and the count per state.
 pub fn list_json(page: &JobList) -> Value {
     let jobs: Vec<Value> = page.jobs.iter().map(job_json).collect();
@@ -203,7 +214,10 @@ pub fn jobs_table(jobs: &[JobView]) -> String {
             vec![
                 j.job_id.to_string(),
                 j.task_type.clone(),
-                j.state.to_string(),
+                match &j.progress {
+                    Some(p) => format!("{} {}%", j.state, p.percent),
+                    None => j.state.to_string(),
+                },
                 j.priority.to_string(),
                 level_name(j.effective_level),
                 format!("{}/{}", j.attempts, j.max_attempts),
@@ -357,6 +371,7 @@ mod tests {
             no_worker: false,
             not_before: None,
             history: vec![],
+            progress: None,
         }
     }
 
@@ -374,7 +389,7 @@ mod tests {
         assert_eq!(value["lease"], Value::Null);
         assert_eq!(value["updated_at"], json!(1_700_000_000_123_i64));
         assert_eq!(value["effective_level"], json!(2));
-        assert_eq!(value.as_object().map(|o| o.len()), Some(21));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(22));
     }
 
     #[test]

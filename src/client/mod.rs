@@ -199,9 +199,22 @@ impl Client {
         timeout: Duration,
         poll: Duration,
     ) -> Result<WaitOutcome, ClientError> {
+        self.wait_watching(job_id, timeout, poll, |_| {})
+    }
+
+    /// `wait`, calling `watch` with every view seen before the end (to show
+    /// progress while waiting).
+    pub fn wait_watching(
+        &mut self,
+        job_id: JobId,
+        timeout: Duration,
+        poll: Duration,
+        mut watch: impl FnMut(&JobView),
+    ) -> Result<WaitOutcome, ClientError> {
         let deadline = Instant::now() + timeout;
         loop {
             let view = self.status(job_id)?.ok_or(ClientError::NotFound(job_id))?;
+            watch(&view);
             if view.state.is_terminal() {
                 return Ok(WaitOutcome::Finished(view));
             }

@@ -178,6 +178,11 @@ mod tests {
                     outcome: None,
                 },
             ],
+            progress: Some(Progress {
+                percent: 40,
+                message: "resizing".into(),
+                at: 5,
+            }),
         }
     }
 
@@ -195,6 +200,13 @@ mod tests {
                 task_types: vec!["echo".into(), "sleep".into()],
             },
             WorkerMessage::Heartbeat,
+            WorkerMessage::Draining,
+            WorkerMessage::TaskProgress {
+                job_id,
+                lease,
+                percent: 40,
+                message: "resizing".into(),
+            },
             WorkerMessage::TaskResult {
                 job_id,
                 lease,
@@ -203,7 +215,7 @@ mod tests {
             WorkerMessage::TaskResult {
                 job_id,
                 lease,
-                outcome: TaskOutcome::Failed("nope".into()),
+                outcome: TaskOutcome::failed_permanently("nope"),
             },
         ] {
             round_trip(m);
@@ -305,6 +317,7 @@ mod tests {
                 task_types: vec!["echo".into()],
                 registered_at: 5,
                 last_heartbeat_at: 6,
+                draining: true,
             }]),
         ];
         for (i, response) in responses.into_iter().enumerate() {

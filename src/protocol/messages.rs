@@ -109,6 +109,17 @@ pub enum WorkerMessage {
         lease: LeaseId,
         outcome: TaskOutcome,
     },
+    /// How far the attempt under `lease` has got (0–100) and what it is
+    /// doing; the coordinator keeps the latest, in memory only.
+    TaskProgress {
+        job_id: JobId,
+        lease: LeaseId,
+        percent: u8,
+        message: String,
+    },
+    /// The worker is shutting down: it takes no new tasks and finishes (or,
+    /// at its drain timeout, abandons) the ones it has.
+    Draining,
 }
 
 /// What an attempt produced.
@@ -116,7 +127,35 @@ pub enum WorkerMessage {
 pub enum TaskOutcome {
     #[serde(with = "serde_bytes_compat")]
     Succeeded(Vec<u8>),
-    Failed(String),
+    /// A retryable failure is retried while the job's budget lasts; one that
+    /// is not (an invalid payload, a program not allowed) fails the job at once.
+    Failed {
+        error: String,
+        #[serde(default = "retryable_by_default")]
+        retryable: bool,
+    },
+}
+
+fn retryable_by_default() -> bool {
+    true
+}
+
+impl TaskOutcome {
+    /// A failure another attempt might not repeat.
+    pub fn failed(error: impl Into<String>) -> Self {
+        TaskOutcome::Failed {
+            error: error.into(),
+            retryable: true,
+        }
+    }
+
+    /// A failure every attempt would repeat: the job fails at once.
+    pub fn failed_permanently(error: impl Into<String>) -> Self {
+        TaskOutcome::Failed {
+            error: error.into(),
+            retryable: false,
+        }
+    }
 }
 
 /// Frames the coordinator sends to a worker.
@@ -344,6 +383,19 @@ pub struct JobView {
     /// Every attempt so far, oldest first.
     #[serde(default)]
     pub history: Vec<Attempt>,
+    /// The running attempt's latest progress report, if any.
+    #[serde(default)]
+    pub progress: Option<Progress>,
+}
+
+/// A running task's own account of how far it has got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// 0 to 100.
+    pub percent: u8,
+    pub message: String,
+    /// When the coordinator received it (unix milliseconds).
+    pub at: i64,
 }
 
 /// One assignment of a job to a worker and how it ended.
@@ -406,6 +458,9 @@ pub struct WorkerView {
     /// Unix milliseconds.
     pub registered_at: i64,
     pub last_heartbeat_at: i64,
+    /// The worker is shutting down and takes no new tasks.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// Byte vectors as MessagePack `bin` rather than an array of integers: a

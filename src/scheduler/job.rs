@@ -37,7 +37,12 @@ pub struct Job {
     pub finished_at: Option<i64>,
     /// Every attempt, oldest first; the last one is open while RUNNING.
     pub history: Vec<Attempt>,
+    /// The running attempt's latest progress report; kept in memory only
+    /// and cleared when the attempt ends.
+    pub progress: Option<Progress>,
 }
+
+pub use crate::protocol::Progress;
 
 /// The position of a job in submission order: sequence, then submission
 /// time (legacy rows share sequence 0), then id. Used for listing.
@@ -98,11 +103,13 @@ impl Job {
             not_before: self.not_before,
             no_worker,
             history: self.history.clone(),
+            progress: self.progress.clone(),
         }
     }
 
     /// Closes the open attempt (the last one) with `outcome`.
     pub fn end_attempt(&mut self, outcome: AttemptOutcome, now: i64) {
+        self.progress = None;
         if let Some(attempt) = self.history.last_mut().filter(|a| a.outcome.is_none()) {
             attempt.ended_at = Some(now);
             attempt.outcome = Some(outcome);

@@ -5,7 +5,7 @@
 use crate::protocol::{
     Attempt, AttemptOutcome, CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId,
 };
-use crate::scheduler::job::Job;
+use crate::scheduler::job::{Job, Progress};
 use crate::scheduler::state::{CoordinatorState, Effect};
 use crate::scheduler::workers::SessionId;
 use slog::{debug, info, warn};
@@ -68,6 +68,11 @@ impl CoordinatorState {
         }
     }
 
+    /// The worker is shutting down: it gets no new tasks.
+    pub fn worker_draining(&mut self, worker: &WorkerId) {
+        self.workers.set_draining(worker);
+    }
+
     /// The worker's session ended: its running jobs are retried or failed.
     /// Events from a session that was already replaced change nothing.
     pub fn worker_lost(&mut self, worker: &WorkerId, session: SessionId, reason: &str, now: i64) {
@@ -114,6 +119,14 @@ impl CoordinatorState {
         };
         self.workers.finish_job(&owner, job_id);
         match outcome {
+            TaskOutcome::Succeeded(result) if result.len() > self.policy.max_result_bytes => {
+                let error = format!(
+                    "result of {} bytes exceeds max-result-bytes ({})",
+                    result.len(),
+                    self.policy.max_result_bytes
+                );
+                self.end_attempt_failed(job_id, AttemptOutcome::Failed { error }, false, now);
+            }
             TaskOutcome::Succeeded(result) => {
                 info!(self.log, "job succeeded"; "job" => %job_id, "worker" => %owner);
                 self.transition(job_id, JobState::Succeeded, now, |job| {
@@ -123,18 +136,40 @@ impl CoordinatorState {
                     job.lease = None;
                 });
             }
-            TaskOutcome::Failed(error) => {
-                self.fail_attempt(job_id, AttemptOutcome::Failed { error }, now)
+            TaskOutcome::Failed { error, retryable } => {
+                let outcome = AttemptOutcome::Failed { error };
+                self.end_attempt_failed(job_id, outcome, retryable, now);
             }
         }
         Ok(())
     }
 
-    /// Ends the current attempt of a RUNNING job unsuccessfully: RETRY_WAIT
-    /// with a backoff delay while budget remains, else FAILED with the
-    /// outcome as its error. The caller has already released the worker's
-    /// slot (or lost the worker).
+    /// Records progress of the attempt under `lease`; ignored for any other.
+    pub fn task_progress(&mut self, job_id: JobId, lease: LeaseId, progress: Progress) {
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            if job.state == JobState::Running && job.lease == Some(lease) {
+                job.progress = Some(progress);
+            }
+        }
+    }
+
+    /// Ends the current attempt of a RUNNING job unsuccessfully and retries
+    /// it while its budget lasts. See `end_attempt_failed`.
     pub(super) fn fail_attempt(&mut self, job_id: JobId, outcome: AttemptOutcome, now: i64) {
+        self.end_attempt_failed(job_id, outcome, true, now);
+    }
+
+    /// Ends the current attempt of a RUNNING job unsuccessfully: RETRY_WAIT
+    /// with a backoff delay while budget remains and the failure is
+    /// retryable, else FAILED with the outcome as its error. The caller has
+    /// already released the worker's slot (or lost the worker).
+    fn end_attempt_failed(
+        &mut self,
+        job_id: JobId,
+        outcome: AttemptOutcome,
+        retryable: bool,
+        now: i64,
+    ) {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
@@ -142,7 +177,7 @@ impl CoordinatorState {
             AttemptOutcome::Failed { error } => error.clone(),
             other => other.to_string(),
         };
-        if job.attempts < job.max_attempts {
+        if retryable && job.attempts < job.max_attempts {
             let delay = self.policy.retry.delay_ms(job.attempts);
             let due = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
             info!(self.log, "attempt failed; retry scheduled"; "job" => %job_id,

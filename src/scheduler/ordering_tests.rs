@@ -25,6 +25,7 @@ fn policy() -> Policy {
         default_timeout_ms: 1_000_000,
         heartbeat_timeout_ms: 1_000_000,
         max_payload_bytes: 1024,
+        max_result_bytes: 1024,
     }
 }
 

@@ -33,6 +33,7 @@ pub struct Policy {
     pub default_timeout_ms: u64,
     pub heartbeat_timeout_ms: u64,
     pub max_payload_bytes: usize,
+    pub max_result_bytes: usize,
 }
 
 impl Policy {
@@ -48,6 +49,7 @@ impl Policy {
             default_timeout_ms: c.task_timeout_millis,
             heartbeat_timeout_ms: c.heartbeat_timeout_millis,
             max_payload_bytes: c.max_payload_bytes,
+            max_result_bytes: c.max_result_bytes,
         }
     }
 }
@@ -183,6 +185,7 @@ impl CoordinatorState {
             updated_at: submitted_at,
             finished_at: None,
             history: Vec::new(),
+            progress: None,
         })
     }
 

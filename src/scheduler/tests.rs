@@ -18,6 +18,7 @@ fn policy() -> Policy {
         default_timeout_ms: 10_000,
         heartbeat_timeout_ms: 6000,
         max_payload_bytes: 1024,
+        max_result_bytes: 1024,
     }
 }
 
@@ -178,7 +179,7 @@ fn failed_attempts_back_off_then_fail_with_the_last_error() {
             &w("a"),
             job,
             lease,
-            TaskOutcome::Failed(format!("boom {attempt}")),
+            TaskOutcome::failed(format!("boom {attempt}")),
             now,
         )
         .expect("applied");
@@ -407,7 +408,7 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         .collect();
     for (job, lease) in leases {
         let outcome = if job == waiting {
-            TaskOutcome::Failed("transient".into())
+            TaskOutcome::failed("transient")
         } else {
             TaskOutcome::Succeeded(b"ok".to_vec())
         };
@@ -451,4 +452,69 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         "due retry runs"
     );
     consistent(&recovered);
+}
+
+#[test]
+fn a_delayed_job_waits_for_its_time_also_after_recovery() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    let delayed = SubmitRequest {
+        delay_ms: Some(1000),
+        ..echo("later")
+    };
+    let job = accepted(s.submit(delayed, 0));
+    s.schedule(0);
+    consistent(&s);
+    assert!(assignments(&s.take_effects()).is_empty());
+    let rows = s.take_dirty();
+
+    let mut recovered = state();
+    recovered.recover(rows, 500);
+    recovered.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], 500);
+    recovered.take_effects();
+    recovered.sweep(999);
+    consistent(&recovered);
+    assert!(
+        assignments(&recovered.take_effects()).is_empty(),
+        "not before its time"
+    );
+    recovered.sweep(1000);
+    consistent(&recovered);
+    let assigned: Vec<JobId> = assignments(&recovered.take_effects())
+        .iter()
+        .map(|a| a.1)
+        .collect();
+    assert_eq!(assigned, vec![job]);
+}
+
+#[test]
+fn cancel_and_requeue_keep_the_admission_count_and_indexes_right() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    let running = accepted(s.submit(echo("run"), 0));
+    let queued = accepted(s.submit(echo("wait"), 0));
+    s.schedule(0);
+    s.take_effects();
+    assert_eq!(s.cancel(queued, 1), Ok(()));
+    assert_eq!(s.cancel(running, 1), Ok(()));
+    consistent(&s);
+    assert_eq!(s.active_jobs(), 0);
+    assert_eq!(
+        s.cancel(running, 2),
+        Err(CancelRefused::AlreadyFinished(JobState::Cancelled))
+    );
+    assert_eq!(s.requeue(running, 3), Ok(()));
+    consistent(&s);
+    assert_eq!(s.active_jobs(), 1);
+    s.schedule(3);
+    let assigned: Vec<JobId> = assignments(&s.take_effects()).iter().map(|a| a.1).collect();
+    assert_eq!(
+        assigned,
+        vec![running],
+        "the freed slot runs the requeued job"
+    );
+    assert_eq!(
+        s.requeue(running, 4),
+        Err(RequeueRefused::NotFailed(JobState::Running))
+    );
 }

@@ -23,6 +23,8 @@ pub struct WorkerEntry {
     pub order: u64,
     /// Jobs this worker is running; its active count.
     pub running: BTreeSet<JobId>,
+    /// Shutting down: finishes what it runs, gets nothing new.
+    pub draining: bool,
 }
 
 impl WorkerEntry {
@@ -36,7 +38,7 @@ impl WorkerEntry {
     }
 
     fn has_free_slot(&self) -> bool {
-        (self.running.len() as u64) < u64::from(self.capacity)
+        !self.draining && (self.running.len() as u64) < u64::from(self.capacity)
     }
 }
 
@@ -102,6 +104,7 @@ impl WorkerRegistry {
             last_heartbeat_at: now,
             order: self.next_order,
             running: BTreeSet::new(),
+            draining: false,
         };
         self.index(&id, &entry);
         self.workers.insert(id, entry);
@@ -173,6 +176,11 @@ impl WorkerRegistry {
         });
     }
 
+    /// Stops offering the worker new tasks; its running tasks stay.
+    pub fn set_draining(&mut self, id: &WorkerId) {
+        self.update(id, |w| w.draining = true);
+    }
+
     /// Releases the slot `job` held on the worker, if it is still registered.
     pub fn finish_job(&mut self, id: &WorkerId, job: JobId) {
         self.update(id, |w| {
@@ -202,6 +210,7 @@ impl WorkerRegistry {
                     task_types: w.task_types.clone(),
                     registered_at: w.registered_at,
                     last_heartbeat_at: w.last_heartbeat_at,
+                    draining: w.draining,
                 };
                 (w.order, view)
             })
@@ -310,6 +319,16 @@ mod tests {
         r.remove(&w("a"));
         assert!(!r.advertised("echo"));
         assert!(!r.has_free("echo"));
+    }
+
+    #[test]
+    fn a_draining_worker_is_offered_no_new_tasks() {
+        let mut r = registry(&[("a", 2), ("b", 2)]);
+        r.set_draining(&w("a"));
+        assert_eq!(r.least_loaded("echo"), Some(&w("b")));
+        r.set_draining(&w("b"));
+        assert!(!r.has_free("echo"));
+        assert!(r.views().iter().all(|v| v.draining));
     }
 
     #[test]

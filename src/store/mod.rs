@@ -254,6 +254,7 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         finished_at: row.get(18)?,
         not_before: row.get(19)?,
         history: Vec::new(),
+        progress: None,
     })
 }
 
@@ -291,6 +292,7 @@ mod tests {
                 ended_at: None,
                 outcome: None,
             }],
+            progress: None,
         }
     }
 

@@ -253,7 +253,7 @@ async fn unknown_task_type_and_bad_payload_fail_with_a_reason() {
     let reason = "worker w-unknown does not run task type thumbnail".to_string();
     assert_eq!(
         next_non_heartbeat(&mut peer).await,
-        result(job_id, lease, TaskOutcome::Failed(reason))
+        result(job_id, lease, TaskOutcome::failed(reason))
     );
     let (job_id, lease, frame) = assign("sleep", json!({"millis": -5}));
     send(&mut peer, frame).await;
@@ -261,7 +261,11 @@ async fn unknown_task_type_and_bad_payload_fail_with_a_reason() {
         Some(WorkerMessage::TaskResult {
             job_id: j,
             lease: l,
-            outcome: TaskOutcome::Failed(reason),
+            outcome:
+                TaskOutcome::Failed {
+                    error: reason,
+                    retryable: false,
+                },
         }) => {
             assert_eq!((j, l), (job_id, lease));
             assert!(reason.starts_with("payload.millis: "), "{reason}");

@@ -150,13 +150,13 @@ impl Slots {
         payload: Vec<u8>,
     ) -> TaskOutcome {
         let Some(handler) = self.registry.get(task_type) else {
-            return TaskOutcome::Failed(format!(
+            return TaskOutcome::failed(format!(
                 "worker {} does not run task type {task_type}",
                 self.worker_id
             ));
         };
         let Ok(_permit) = self.permits.clone().acquire_owned().await else {
-            return TaskOutcome::Failed("worker is shutting down".to_string());
+            return TaskOutcome::failed("worker is shutting down");
         };
         run_handler(handler, ctx, payload).await
     }
@@ -169,6 +169,6 @@ impl Slots {
 async fn run_handler(handler: TaskHandler, ctx: TaskContext, payload: Vec<u8>) -> TaskOutcome {
     match AssertUnwindSafe(handler(ctx, payload)).catch_unwind().await {
         Ok(outcome) => outcome,
-        Err(_) => TaskOutcome::Failed("task panicked".to_string()),
+        Err(_) => TaskOutcome::failed("task panicked"),
     }
 }

@@ -84,10 +84,10 @@ impl TaskRegistry {
 /// does not trust the wire, and a bad payload fails with the field's name.
 async fn run_builtin(task_type: &str, ctx: TaskContext, payload: Vec<u8>) -> TaskOutcome {
     match decode_builtin(task_type, &payload) {
-        Err(e) => TaskOutcome::Failed(e.to_string()),
-        Ok(None) => TaskOutcome::Failed(format!("{task_type} is not a built-in task type")),
+        Err(e) => TaskOutcome::failed_permanently(e.to_string()),
+        Ok(None) => TaskOutcome::failed(format!("{task_type} is not a built-in task type")),
         Ok(Some(BuiltinTask::Echo { message })) => TaskOutcome::Succeeded(message.into_bytes()),
-        Ok(Some(BuiltinTask::Fail { message })) => TaskOutcome::Failed(message),
+        Ok(Some(BuiltinTask::Fail { message })) => TaskOutcome::failed(message),
         Ok(Some(BuiltinTask::Sleep { millis })) => {
             sleep_unless_cancelled(millis, &ctx.cancel).await
         }
@@ -97,7 +97,7 @@ async fn run_builtin(task_type: &str, ctx: TaskContext, payload: Vec<u8>) -> Tas
 /// Returns as soon as `cancel` fires rather than after the full sleep.
 async fn sleep_unless_cancelled(millis: u64, cancel: &CancellationToken) -> TaskOutcome {
     tokio::select! {
-        _ = cancel.cancelled() => TaskOutcome::Failed("cancelled".to_string()),
+        _ = cancel.cancelled() => TaskOutcome::failed("cancelled"),
         _ = tokio::time::sleep(Duration::from_millis(millis)) => TaskOutcome::Succeeded(Vec::new()),
     }
 }
@@ -133,15 +133,18 @@ mod tests {
     #[tokio::test]
     async fn fail_fails_with_its_message() {
         let outcome = run("fail", json!({"message": "boom"}), context()).await;
-        assert_eq!(outcome, TaskOutcome::Failed("boom".into()));
+        assert_eq!(outcome, TaskOutcome::failed("boom"));
     }
 
     #[tokio::test]
     async fn invalid_payload_fails_naming_the_field() {
         let outcome = run("sleep", json!({"millis": "soon"}), context()).await;
         match outcome {
-            TaskOutcome::Failed(reason) => {
-                assert!(reason.starts_with("payload.millis: "), "{reason}")
+            TaskOutcome::Failed {
+                error,
+                retryable: false,
+            } => {
+                assert!(error.starts_with("payload.millis: "), "{error}")
             }
             other => panic!("expected failure, got {other:?}"),
         }
@@ -164,7 +167,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(10)).await;
         cancel.cancel();
         let outcome = task.await.expect("task");
-        assert!(matches!(outcome, TaskOutcome::Failed(_)), "{outcome:?}");
+        assert!(matches!(outcome, TaskOutcome::Failed { .. }), "{outcome:?}");
         assert!(
             start.elapsed() < Duration::from_millis(100),
             "{:?}",

@@ -66,10 +66,10 @@ pub fn recording_registry(worker: &str, executions: &Executions) -> TaskRegistry
             let (worker, executions) = (worker.clone(), executions.clone());
             async move {
                 let Ok(SleepPayload { millis }) = rmp_serde::from_slice(&payload) else {
-                    return TaskOutcome::Failed("bad sleep payload".into());
+                    return TaskOutcome::failed("bad sleep payload");
                 };
                 tokio::select! {
-                    _ = ctx.cancel.cancelled() => TaskOutcome::Failed("cancelled".into()),
+                    _ = ctx.cancel.cancelled() => TaskOutcome::failed("cancelled"),
                     _ = tokio::time::sleep(Duration::from_millis(millis)) => {
                         executions.record(ctx.job_id, ctx.lease, &worker);
                         TaskOutcome::Succeeded(recorded_result(&worker, ctx.lease))

@@ -4,7 +4,7 @@
 use super::messages::*;
 use super::Coordinator;
 use crate::actors::outbox::ClientAnswer;
-use crate::protocol::{ClientRequest, ClientResponse, JobId, SubmitRequest};
+use crate::protocol::{ClientRequest, ClientResponse, JobId, Progress, SubmitRequest};
 use crate::scheduler::{CancelRefused, RequeueRefused};
 use actix::{Context, Handler};
 use slog::info;
@@ -53,6 +53,33 @@ impl Handler<WorkerTaskResult> for Coordinator {
             .task_result(&m.worker_id, m.job_id, m.lease, m.outcome, now);
         self.state.schedule(now);
         self.finish(None, ctx);
+    }
+}
+
+impl Handler<WorkerTaskProgress> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: WorkerTaskProgress, _: &mut Context<Self>) {
+        if !self.state.is_current_session(&m.worker_id, m.session) {
+            return;
+        }
+        let progress = Progress {
+            percent: m.percent.min(100),
+            message: m.message,
+            at: self.now(),
+        };
+        self.state.task_progress(m.job_id, m.lease, progress);
+    }
+}
+
+impl Handler<WorkerDraining> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: WorkerDraining, _: &mut Context<Self>) {
+        if self.state.is_current_session(&m.worker_id, m.session) {
+            info!(self.log, "worker draining"; "worker" => %m.worker_id);
+            self.state.worker_draining(&m.worker_id);
+        }
     }
 }
 

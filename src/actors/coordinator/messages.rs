@@ -40,6 +40,28 @@ pub struct WorkerTaskResult {
     pub outcome: TaskOutcome,
 }
 
+/// `WorkerSession` → coordinator: how far a running attempt has got. Kept
+/// in memory for `status`; ignored unless `lease` is the current attempt.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WorkerTaskProgress {
+    pub session: SessionId,
+    pub worker_id: WorkerId,
+    pub job_id: JobId,
+    pub lease: LeaseId,
+    pub percent: u8,
+    pub message: String,
+}
+
+/// `WorkerSession` → coordinator: the worker is shutting down; assign it
+/// nothing new. Its running tasks finish or are lost with its connection.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WorkerDraining {
+    pub session: SessionId,
+    pub worker_id: WorkerId,
+}
+
 /// `WorkerSession` → coordinator: the connection ended. The worker's
 /// running jobs are retried or failed; a replaced session changes nothing.
 #[derive(Message)]
