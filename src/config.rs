@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use thiserror::Error;
 
+use crate::security::Secret;
+
 /// A configuration problem: which key, from which source, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{source_name}: {}{reason}", key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
@@ -102,6 +104,26 @@ config_struct! {
         max_payload_bytes: usize = 256 * 1024,
         /// Largest accepted task result; a bigger one fails its attempt.
         max_result_bytes: usize = 1024 * 1024,
+        /// Shared secret workers must present (empty: none required).
+        worker_token: String = String::new(),
+        /// File holding the worker token (first line), instead of worker-token.
+        worker_token_file: PathBuf = PathBuf::new(),
+        /// Shared secret clients must present (empty: none required).
+        client_token: String = String::new(),
+        /// File holding the client token (first line), instead of client-token.
+        client_token_file: PathBuf = PathBuf::new(),
+        /// PEM certificate chain; with tls-key, both listeners speak TLS.
+        tls_cert: PathBuf = PathBuf::new(),
+        /// PEM private key for tls-cert.
+        tls_key: PathBuf = PathBuf::new(),
+        /// Allow a non-loopback listener without TLS (tokens still required).
+        allow_plaintext: bool = false,
+        /// Open connections per listener; more are refused with an error frame.
+        max_connections: usize = 1024,
+        /// Requests one client connection may have waiting for answers.
+        max_in_flight_requests: usize = 64,
+        /// A connection without a valid Hello by then is closed.
+        handshake_timeout_millis: u64 = 5000,
         /// error, warn, info, debug or trace.
         log_level: LogLevel = LogLevel::Info,
         /// text (human-readable) or json (one object per line).
@@ -124,11 +146,121 @@ config_struct! {
         reconnect_max_millis: u64 = 5000,
         /// Largest accepted frame, in either direction.
         max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
+        /// The coordinator's worker token (else token-file, else $TASKYARD_TOKEN).
+        token: String = String::new(),
+        /// File holding the worker token (first line).
+        token_file: PathBuf = PathBuf::new(),
+        /// PEM CA certificate to verify the coordinator with; set for TLS.
+        tls_ca: PathBuf = PathBuf::new(),
+        /// Name in the coordinator's certificate (default: the host of coordinator).
+        tls_server_name: String = String::new(),
         /// error, warn, info, debug or trace.
         log_level: LogLevel = LogLevel::Info,
         /// text (human-readable) or json (one object per line).
         log_format: LogFormat = LogFormat::Text,
     }
+}
+
+/// A token given inline or in a file (not both); `None` when neither is set.
+/// Errors are (key, reason).
+fn secret(
+    inline: &str,
+    inline_key: &str,
+    file: &Path,
+    file_key: &str,
+) -> Result<Option<Secret>, Invalid> {
+    match (inline.is_empty(), file.as_os_str().is_empty()) {
+        (true, true) => Ok(None),
+        (false, true) => Ok(Some(Secret::new(inline))),
+        (true, false) => Secret::from_file(file)
+            .map(Some)
+            .map_err(|reason| (file_key.to_string(), reason)),
+        (false, false) => Err((
+            inline_key.to_string(),
+            format!("set {inline_key} or {file_key}, not both"),
+        )),
+    }
+}
+
+impl CoordinatorConfig {
+    /// The token workers must present, read from its file if configured.
+    pub fn worker_secret(&self) -> Result<Option<Secret>, Invalid> {
+        secret(
+            &self.worker_token,
+            "worker-token",
+            &self.worker_token_file,
+            "worker-token-file",
+        )
+    }
+
+    /// The token clients must present, read from its file if configured.
+    pub fn client_secret(&self) -> Result<Option<Secret>, Invalid> {
+        secret(
+            &self.client_token,
+            "client-token",
+            &self.client_token_file,
+            "client-token-file",
+        )
+    }
+
+    /// True when both listeners speak TLS.
+    pub fn tls_enabled(&self) -> bool {
+        !self.tls_cert.as_os_str().is_empty()
+    }
+
+    /// Secure by default: a listener reachable from other machines needs a
+    /// token, and TLS unless `allow-plaintext` is set.
+    fn check_exposure(&self) -> Result<(), Invalid> {
+        let listeners = [
+            (
+                "client-listen",
+                self.client_listen,
+                "client-token",
+                self.client_secret()?,
+            ),
+            (
+                "worker-listen",
+                self.worker_listen,
+                "worker-token",
+                self.worker_secret()?,
+            ),
+        ];
+        for (key, addr, token_key, token) in listeners {
+            if addr.ip().is_loopback() {
+                continue;
+            }
+            if token.is_none() {
+                return Err((
+                    token_key.into(),
+                    format!(
+                    "{key} {addr} is not a loopback address: set {token_key} or {token_key}-file"
+                ),
+                ));
+            }
+            if !self.tls_enabled() && !self.allow_plaintext {
+                return Err(("tls-cert".into(), format!(
+                    "{key} {addr} is not a loopback address: set tls-cert and tls-key, or allow-plaintext = true"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl WorkerConfig {
+    /// The worker token: `token`, else `token-file`, else `$TASKYARD_TOKEN`.
+    pub fn secret(&self) -> Result<Option<Secret>, Invalid> {
+        let configured = secret(&self.token, "token", &self.token_file, "token-file")?;
+        Ok(configured.or_else(|| env_token()))
+    }
+}
+
+/// `$TASKYARD_TOKEN`, when set and not empty.
+pub fn env_token() -> Option<Secret> {
+    std::env::var("TASKYARD_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| Secret::new(t.trim()))
 }
 
 fn default_capacity() -> u32 {
@@ -201,7 +333,8 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
 }
 
-type Invalid = (String, String);
+/// A validation failure: (key, reason).
+pub type Invalid = (String, String);
 
 fn at_least(key: &str, value: u64, min: u64) -> Result<(), Invalid> {
     if value < min {
@@ -242,6 +375,25 @@ impl Validate for CoordinatorConfig {
         )?;
         at_least("default-max-attempts", self.default_max_attempts.into(), 1)?;
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
+        at_least("max-connections", self.max_connections as u64, 1)?;
+        at_least(
+            "max-in-flight-requests",
+            self.max_in_flight_requests as u64,
+            1,
+        )?;
+        at_least(
+            "handshake-timeout-millis",
+            self.handshake_timeout_millis,
+            10,
+        )?;
+        if self.tls_cert.as_os_str().is_empty() != self.tls_key.as_os_str().is_empty() {
+            return Err(("tls-key".into(), "tls-cert and tls-key go together".into()));
+        }
+        if self.tls_enabled() {
+            crate::security::tls::acceptor(&self.tls_cert, &self.tls_key)
+                .map_err(|reason| ("tls-cert".to_string(), reason))?;
+        }
+        self.check_exposure()?;
         at_least("max-result-bytes", self.max_result_bytes as u64, 1)?;
         frame_size(self.max_frame_bytes)
     }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod logging;
 pub mod protocol;
 pub mod scheduler;
+pub mod security;
 pub mod signals;
 pub mod store;
 pub mod worker;

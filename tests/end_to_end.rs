@@ -183,6 +183,7 @@ fn wrong_protocol_version_gets_an_error_naming_both_versions() {
     let hello = ClientMessage::Hello(Hello {
         protocol_version: 99,
         role: Role::Client,
+        token: None,
     });
     let body = rmp_serde::to_vec_named(&hello).expect("encode");
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();

@@ -2,9 +2,11 @@
 //! coordinator and writes each answer the outbox releases to it.
 
 use crate::actors::coordinator::{ClientCommand, Coordinator};
-use crate::actors::handshake::{check_hello, hello};
+use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::ClientAnswer;
-use crate::protocol::{ClientMessage, CoordinatorToClient, FrameCodec, ProtocolError, Role};
+use crate::protocol::{
+    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, FrameCodec, ProtocolError,
+};
 use actix::io::{FramedWrite, WriteHandler};
 use actix::{
     Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, Context, Handler, Running,
@@ -29,6 +31,9 @@ pub struct ClientSession<W: AsyncWrite + Unpin + 'static> {
     coordinator: Addr<Coordinator>,
     writer: Writer<W>,
     phase: Phase,
+    /// Requests forwarded whose answers have not been written yet.
+    in_flight: usize,
+    conn: SessionContext,
     log: Logger,
 }
 
@@ -38,9 +43,9 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
         read: R,
         write: W,
         coordinator: Addr<Coordinator>,
-        max_frame_bytes: usize,
-        log: Logger,
+        conn: SessionContext,
     ) -> Addr<Self> {
+        let max_frame_bytes = conn.policy.max_frame_bytes;
         ClientSession::create(|ctx| {
             ctx.add_stream(FramedRead::new(
                 read,
@@ -50,7 +55,9 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
                 coordinator,
                 writer: FramedWrite::new(write, FrameCodec::new(max_frame_bytes), ctx),
                 phase: Phase::AwaitingHello,
-                log,
+                in_flight: 0,
+                log: conn.log.clone(),
+                conn,
             }
         })
     }
@@ -68,13 +75,18 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
         self.writer.close();
     }
 
-    fn forward(
-        &mut self,
-        request_id: u64,
-        request: crate::protocol::ClientRequest,
-        ctx: &mut Context<Self>,
-    ) {
+    fn forward(&mut self, request_id: u64, request: ClientRequest, ctx: &mut Context<Self>) {
         debug!(self.log, "client request"; "request_id" => request_id);
+        let limit = self.conn.policy.max_in_flight;
+        if self.in_flight >= limit {
+            let reason = format!("max-in-flight-requests ({limit}) reached on this connection");
+            self.write(CoordinatorToClient::Response {
+                request_id,
+                response: ClientResponse::Overloaded { reason },
+            });
+            return;
+        }
+        self.in_flight += 1;
         let command = ClientCommand {
             reply_to: ctx.address().recipient(),
             request_id,
@@ -97,6 +109,14 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
 
 impl<W: AsyncWrite + Unpin + 'static> Actor for ClientSession<W> {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_later(self.conn.policy.handshake_timeout, |act, _| {
+            if act.phase == Phase::AwaitingHello {
+                act.close_with_error(act.conn.handshake_expired());
+            }
+        });
+    }
 }
 
 impl<W: AsyncWrite + Unpin + 'static> StreamHandler<Result<ClientMessage, ProtocolError>>
@@ -107,9 +127,9 @@ impl<W: AsyncWrite + Unpin + 'static> StreamHandler<Result<ClientMessage, Protoc
             (Phase::Closing, _) => {}
             (_, Err(e)) => self.close_with_error(e.to_string()),
             (Phase::AwaitingHello, Ok(ClientMessage::Hello(h))) => {
-                match check_hello(&h, Role::Client) {
+                match self.conn.policy.check_hello(&h) {
                     Ok(()) => {
-                        self.write(CoordinatorToClient::Hello(hello(Role::Client)));
+                        self.write(CoordinatorToClient::Hello(self.conn.policy.hello()));
                         self.phase = Phase::Ready;
                     }
                     Err(message) => self.close_with_error(message),
@@ -146,6 +166,7 @@ impl<W: AsyncWrite + Unpin + 'static> Handler<ClientAnswer> for ClientSession<W>
     type Result = ();
 
     fn handle(&mut self, m: ClientAnswer, _: &mut Context<Self>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
         if self.phase != Phase::Closing {
             self.write(CoordinatorToClient::Response {
                 request_id: m.request_id,

@@ -1,29 +1,137 @@
-//! The `Hello` exchange both listeners start with.
+//! What a listener demands of each connection: a `Hello` of our protocol
+//! version, for this listener's role, with its token when one is set, within
+//! the handshake timeout; then frames no larger than the limit.
 
+use crate::actors::listener::Slot;
 use crate::protocol::{Hello, Role, PROTOCOL_VERSION};
+use crate::security::Secret;
+use slog::Logger;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// This coordinator's `Hello` on a listener for `role`.
-pub fn hello(role: Role) -> Hello {
-    Hello {
-        protocol_version: PROTOCOL_VERSION,
-        role,
+pub use crate::protocol::UNAUTHORIZED;
+
+/// One listener's rules for the sessions it starts.
+#[derive(Debug, Clone)]
+pub struct ListenerPolicy {
+    pub role: Role,
+    /// Required in every `Hello` when set.
+    pub token: Option<Secret>,
+    pub max_frame_bytes: usize,
+    /// A connection without a valid `Hello` by then is closed.
+    pub handshake_timeout: Duration,
+    /// Client requests forwarded but not yet answered, per connection.
+    pub max_in_flight: usize,
+}
+
+impl ListenerPolicy {
+    /// The coordinator's `Hello` on this listener.
+    pub fn hello(&self) -> Hello {
+        Hello::new(self.role, None)
+    }
+
+    /// Accepts a peer's `Hello` only with our protocol version, the role
+    /// this listener serves and the right token. The error is the text of
+    /// the error frame: it names both versions or roles, and never a token.
+    pub fn check_hello(&self, peer: &Hello) -> Result<(), String> {
+        if peer.protocol_version != PROTOCOL_VERSION {
+            return Err(format!(
+                "protocol version mismatch: peer speaks version {}, this coordinator speaks version {}",
+                peer.protocol_version, PROTOCOL_VERSION
+            ));
+        }
+        if peer.role != self.role {
+            return Err(format!(
+                "wrong listener: a {} connected to the {} port (protocol version {} on both sides)",
+                peer.role, self.role, PROTOCOL_VERSION
+            ));
+        }
+        match &self.token {
+            Some(token) if !token.matches(peer.token.as_deref()) => Err(UNAUTHORIZED.to_string()),
+            _ => Ok(()),
+        }
     }
 }
 
-/// Accepts a peer's `Hello` only with our protocol version and the role this
-/// listener serves; the error names both sides.
-pub fn check_hello(peer: &Hello, expected: Role) -> Result<(), String> {
-    if peer.protocol_version != PROTOCOL_VERSION {
-        return Err(format!(
-            "protocol version mismatch: peer speaks version {}, this coordinator speaks version {}",
-            peer.protocol_version, PROTOCOL_VERSION
-        ));
+/// What every session knows about its connection.
+pub struct SessionContext {
+    pub policy: Arc<ListenerPolicy>,
+    pub peer: SocketAddr,
+    /// The listener's connection slot, freed when the session ends.
+    pub slot: Option<Slot>,
+    /// Carries the peer address on every line.
+    pub log: Logger,
+}
+
+impl SessionContext {
+    pub fn new(
+        policy: Arc<ListenerPolicy>,
+        peer: SocketAddr,
+        slot: Option<Slot>,
+        log: &Logger,
+    ) -> Self {
+        SessionContext {
+            policy,
+            peer,
+            slot,
+            log: log.new(slog::o!("peer" => peer.to_string())),
+        }
     }
-    if peer.role != expected {
-        return Err(format!(
-            "wrong listener: a {} connected to the {expected} port (protocol version {} on both sides)",
-            peer.role, PROTOCOL_VERSION
-        ));
+
+    /// The error text for a connection that sent no valid `Hello` in time.
+    pub fn handshake_expired(&self) -> String {
+        format!(
+            "no valid Hello within handshake-timeout-millis ({})",
+            self.policy.handshake_timeout.as_millis()
+        )
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(token: Option<&str>) -> ListenerPolicy {
+        ListenerPolicy {
+            role: Role::Client,
+            token: token.map(Secret::new),
+            max_frame_bytes: 1024,
+            handshake_timeout: Duration::from_secs(5),
+            max_in_flight: 8,
+        }
+    }
+
+    #[test]
+    fn a_token_is_required_only_when_set() {
+        let open = policy(None);
+        assert_eq!(open.check_hello(&Hello::new(Role::Client, None)), Ok(()));
+        let closed = policy(Some("t0ken"));
+        assert_eq!(
+            closed.check_hello(&Hello::new(Role::Client, Some("t0ken"))),
+            Ok(())
+        );
+        for wrong in [None, Some("token"), Some("")] {
+            assert_eq!(
+                closed.check_hello(&Hello::new(Role::Client, wrong)),
+                Err(UNAUTHORIZED.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn version_and_role_mismatches_name_both_sides() {
+        let p = policy(None);
+        let mut old = Hello::new(Role::Client, None);
+        old.protocol_version = 0;
+        let err = p.check_hello(&old).expect_err("old version");
+        assert!(err.contains("version 0") && err.contains(&format!("version {PROTOCOL_VERSION}")));
+        let err = p
+            .check_hello(&Hello::new(Role::Worker, None))
+            .expect_err("worker on client port");
+        assert!(
+            err.contains("a worker connected to the client port"),
+            "{err}"
+        );
+    }
 }

@@ -4,13 +4,16 @@
 
 use crate::actors::client_session::ClientSession;
 use crate::actors::coordinator::{Coordinator, Shutdown};
-use crate::actors::listener::accept_loop;
+use crate::actors::handshake::{ListenerPolicy, SessionContext};
+use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, Slots};
 use crate::actors::persistence::Persistence;
 use crate::actors::sweeper::Sweeper;
 use crate::actors::worker_session::WorkerSession;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
+use crate::protocol::Role;
 use crate::scheduler::{CoordinatorState, Policy, RecoverySummary};
+use crate::security::tls;
 use crate::store::{JobStore, StoreError};
 use actix::{Actor, Addr, SyncArbiter};
 use slog::{info, Logger};
@@ -18,6 +21,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 /// Why a coordinator could not start. Nothing was listening when it failed.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +36,8 @@ pub enum StartError {
     },
     #[error("coordinator thread ended before it was ready")]
     Thread,
+    #[error("key `{key}`: {reason}")]
+    Config { key: String, reason: String },
 }
 
 /// A started coordinator inside the current actix system.
@@ -51,6 +57,7 @@ impl CoordinatorServer {
         log: Logger,
     ) -> Result<CoordinatorServer, StartError> {
         let started = Instant::now();
+        let listeners = Listeners::from_config(config)?;
         let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
         let rows = store.load_all()?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
@@ -72,7 +79,7 @@ impl CoordinatorServer {
             interval: Duration::from_millis(config.sweep_interval_millis),
         }
         .start();
-        spawn_listeners(clients, workers, &coordinator, config.max_frame_bytes, &log);
+        listeners.spawn(clients, workers, &coordinator, &log);
         info!(log, "coordinator listening"; "clients" => %client_addr, "workers" => %worker_addr);
         Ok(CoordinatorServer {
             client_addr,
@@ -113,29 +120,88 @@ fn start_persistence(store: JobStore, log: Logger) -> Addr<Persistence> {
     })
 }
 
-fn spawn_listeners(
-    clients: TcpListener,
-    workers: TcpListener,
-    coordinator: &Addr<Coordinator>,
-    max_frame_bytes: usize,
-    log: &Logger,
-) {
-    let (c, l) = (
-        coordinator.clone(),
-        log.new(slog::o!("listener" => "worker")),
-    );
-    actix_rt::spawn(accept_loop(workers, l.clone(), move |stream| {
-        let (read, write) = stream.into_split();
-        WorkerSession::start(read, write, c.clone(), max_frame_bytes, l.clone());
-    }));
-    let (c, l) = (
-        coordinator.clone(),
-        log.new(slog::o!("listener" => "client")),
-    );
-    actix_rt::spawn(accept_loop(clients, l.clone(), move |stream| {
-        let (read, write) = stream.into_split();
-        ClientSession::start(read, write, c.clone(), max_frame_bytes, l.clone());
-    }));
+/// Both listeners' rules, from the config. Reads token and TLS files, so
+/// failures name the key and file.
+struct Listeners {
+    client: ListenerPolicy,
+    worker: ListenerPolicy,
+    tls: Option<TlsAcceptor>,
+    max_connections: usize,
+}
+
+impl Listeners {
+    fn from_config(config: &CoordinatorConfig) -> Result<Listeners, StartError> {
+        let invalid = |(key, reason): (String, String)| StartError::Config { key, reason };
+        let policy = |role, token| ListenerPolicy {
+            role,
+            token,
+            max_frame_bytes: config.max_frame_bytes,
+            handshake_timeout: Duration::from_millis(config.handshake_timeout_millis),
+            max_in_flight: config.max_in_flight_requests,
+        };
+        let tls = match config.tls_enabled() {
+            true => Some(
+                tls::acceptor(&config.tls_cert, &config.tls_key)
+                    .map_err(|reason| invalid(("tls-cert".into(), reason)))?,
+            ),
+            false => None,
+        };
+        Ok(Listeners {
+            client: policy(Role::Client, config.client_secret().map_err(invalid)?),
+            worker: policy(Role::Worker, config.worker_secret().map_err(invalid)?),
+            tls,
+            max_connections: config.max_connections,
+        })
+    }
+
+    fn setup(&self, name: &'static str, policy: &ListenerPolicy) -> ListenerSetup {
+        ListenerSetup {
+            name,
+            slots: Slots::new(self.max_connections),
+            tls: self.tls.clone(),
+            handshake_timeout: policy.handshake_timeout,
+            max_frame_bytes: policy.max_frame_bytes,
+        }
+    }
+
+    fn spawn(
+        self,
+        clients: TcpListener,
+        workers: TcpListener,
+        coordinator: &Addr<Coordinator>,
+        log: &Logger,
+    ) {
+        let (c, l) = (
+            coordinator.clone(),
+            log.new(slog::o!("listener" => "worker")),
+        );
+        let policy = Arc::new(self.worker.clone());
+        let setup = self.setup("worker", &policy);
+        actix_rt::spawn(accept_loop(
+            workers,
+            setup,
+            l.clone(),
+            move |a: Accepted| {
+                let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &l);
+                WorkerSession::start(a.read, a.write, c.clone(), conn);
+            },
+        ));
+        let (c, l) = (
+            coordinator.clone(),
+            log.new(slog::o!("listener" => "client")),
+        );
+        let policy = Arc::new(self.client.clone());
+        let setup = self.setup("client", &policy);
+        actix_rt::spawn(accept_loop(
+            clients,
+            setup,
+            l.clone(),
+            move |a: Accepted| {
+                let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &l);
+                ClientSession::start(a.read, a.write, c.clone(), conn);
+            },
+        ));
+    }
 }
 
 /// A coordinator running on its own thread with its own actix system.

@@ -6,11 +6,9 @@ use crate::actors::coordinator::{
     Coordinator, RegisterWorker, WorkerDisconnected, WorkerDraining, WorkerHeartbeat,
     WorkerTaskProgress, WorkerTaskResult,
 };
-use crate::actors::handshake::{check_hello, hello};
+use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::SendToWorker;
-use crate::protocol::{
-    CoordinatorToWorker, FrameCodec, ProtocolError, Role, WorkerId, WorkerMessage,
-};
+use crate::protocol::{CoordinatorToWorker, FrameCodec, ProtocolError, WorkerId, WorkerMessage};
 use crate::scheduler::SessionId;
 use actix::io::{FramedWrite, WriteHandler};
 use actix::{Actor, ActorContext, Addr, AsyncContext, Context, Handler, Running, StreamHandler};
@@ -46,6 +44,7 @@ pub struct WorkerSession<W: AsyncWrite + Unpin + 'static> {
     /// Set at registration and kept while closing, so the disconnect is
     /// always reported for a registered worker.
     worker_id: Option<WorkerId>,
+    conn: SessionContext,
     log: Logger,
 }
 
@@ -55,9 +54,9 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         read: R,
         write: W,
         coordinator: Addr<Coordinator>,
-        max_frame_bytes: usize,
-        log: Logger,
+        conn: SessionContext,
     ) -> Addr<Self> {
+        let max_frame_bytes = conn.policy.max_frame_bytes;
         WorkerSession::create(|ctx| {
             ctx.add_stream(FramedRead::new(
                 read,
@@ -70,7 +69,8 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                 writer: FramedWrite::new(write, FrameCodec::new(max_frame_bytes), ctx),
                 phase: Phase::AwaitingHello,
                 worker_id: None,
-                log: log.new(slog::o!("session" => id.0)),
+                log: conn.log.new(slog::o!("session" => id.0)),
+                conn,
             }
         })
     }
@@ -96,9 +96,9 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         };
         match (self.phase, registered, frame) {
             (Phase::AwaitingHello, _, WorkerMessage::Hello(h)) => {
-                match check_hello(&h, Role::Worker) {
+                match self.conn.policy.check_hello(&h) {
                     Ok(()) => {
-                        self.write(CoordinatorToWorker::Hello(hello(Role::Worker)));
+                        self.write(CoordinatorToWorker::Hello(self.conn.policy.hello()));
                         self.phase = Phase::AwaitingRegister;
                     }
                     Err(message) => self.close_with_error(message),
@@ -235,6 +235,14 @@ fn frame_name(frame: &WorkerMessage) -> &'static str {
 
 impl<W: AsyncWrite + Unpin + 'static> Actor for WorkerSession<W> {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_later(self.conn.policy.handshake_timeout, |act, _| {
+            if act.phase == Phase::AwaitingHello {
+                act.close_with_error(act.conn.handshake_expired());
+            }
+        });
+    }
 
     fn stopping(&mut self, _: &mut Context<Self>) -> Running {
         if let Some(worker_id) = &self.worker_id {

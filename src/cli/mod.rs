@@ -13,8 +13,9 @@ pub mod time;
 
 pub use exit::{CliError, Exit, EXIT_CODES, EXIT_CODES_HELP};
 
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, ClientOptions};
 use crate::protocol::{JobId, JobState, Priority};
+use crate::security::Secret;
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -37,6 +38,15 @@ pub struct Cli {
     /// Print one JSON document instead of human-readable text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// File holding the client token (else $TASKYARD_TOKEN is used).
+    #[arg(long, global = true, env = "TASKYARD_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// PEM CA certificate that signed the coordinator's: connect with TLS.
+    #[arg(long, global = true, env = "TASKYARD_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// The name in the coordinator's certificate (default: the host of --coordinator).
+    #[arg(long, global = true, value_name = "NAME", default_value = "")]
+    pub tls_server_name: String,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -154,23 +164,44 @@ pub struct ListArgs {
 pub struct Context {
     pub coordinator: String,
     pub json: bool,
+    pub options: ClientOptions,
 }
 
 impl Context {
     /// A connected client for `--coordinator`.
     pub fn connect(&self) -> Result<Client, ClientError> {
-        Client::connect(&self.coordinator)
+        Client::connect_with(&self.coordinator, &self.options)
     }
+}
+
+/// Token (from `--token-file`, else `$TASKYARD_TOKEN`) and TLS settings.
+fn client_options(cli: &Cli) -> Result<ClientOptions, CliError> {
+    let token = match &cli.token_file {
+        Some(path) => Some(
+            Secret::from_file(path)
+                .map_err(|e| CliError::BadArgument(format!("--token-file: {e}")))?,
+        ),
+        None => crate::config::env_token(),
+    };
+    Ok(ClientOptions {
+        token,
+        tls_ca: cli.tls_ca.clone(),
+        tls_server_name: cli.tls_server_name.clone(),
+    })
 }
 
 /// Runs the parsed command. Errors are printed here, as one line
 /// `taskyard: <message>` on stderr; the return value is the exit status.
 pub fn run(cli: Cli) -> ExitCode {
-    let ctx = Context {
-        coordinator: cli.coordinator,
-        json: cli.json,
-    };
-    match dispatch(&ctx, cli.command) {
+    let result = client_options(&cli).and_then(|options| {
+        let ctx = Context {
+            coordinator: cli.coordinator,
+            json: cli.json,
+            options,
+        };
+        dispatch(&ctx, cli.command)
+    });
+    match result {
         Ok(exit) => exit.into(),
         Err(e) => {
             output::warn(&format!("taskyard: {e}"));

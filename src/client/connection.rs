@@ -1,11 +1,10 @@
 //! A blocking framed connection: whole frames in, whole frames out, over one
-//! `TcpStream`, using the same `FrameCodec` as the async peers.
+//! TCP stream (plain or TLS), using the same `FrameCodec` as the async peers.
 
 use crate::client::ClientError;
 use crate::protocol::{ClientMessage, CoordinatorToClient, FrameCodec};
 use bytes::BytesMut;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 use tokio_util::codec::{Decoder, Encoder};
 
@@ -14,8 +13,13 @@ const READ_CHUNK: usize = 8 * 1024;
 
 /// One client connection. Frames are written whole; a partially received
 /// frame stays in `read_buf` until the rest arrives.
+/// A byte stream to the coordinator: a `TcpStream`, or TLS over one.
+pub(crate) trait Stream: Read + Write + Send {}
+
+impl<T: Read + Write + Send> Stream for T {}
+
 pub(crate) struct Connection {
-    stream: TcpStream,
+    stream: Box<dyn Stream>,
     codec: FrameCodec<CoordinatorToClient, ClientMessage>,
     read_buf: BytesMut,
     write_buf: BytesMut,
@@ -24,7 +28,11 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Wraps a connected stream whose read timeout is already `read_timeout`.
-    pub(crate) fn new(stream: TcpStream, max_frame_bytes: usize, read_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        stream: Box<dyn Stream>,
+        max_frame_bytes: usize,
+        read_timeout: Duration,
+    ) -> Self {
         Connection {
             stream,
             codec: FrameCodec::new(max_frame_bytes),

@@ -16,6 +16,15 @@ pub enum ClientError {
     /// The coordinator sent an `Error` frame; it closes the connection after it.
     #[error("coordinator refused: {message}")]
     Refused { message: String },
+    /// The token was missing or wrong.
+    #[error("unauthorized: check TASKYARD_TOKEN")]
+    Unauthorized,
+    /// TLS could not be set up or the handshake failed.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// A per-connection limit refused the request; it was not run.
+    #[error("coordinator overloaded: {0}")]
+    Overloaded(String),
     /// The coordinator answered `Hello` with a protocol version we do not speak.
     #[error("coordinator speaks protocol version {theirs}, this client speaks {ours}")]
     VersionMismatch { ours: u32, theirs: u32 },

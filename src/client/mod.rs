@@ -22,9 +22,12 @@ pub use error::ClientError;
 use crate::protocol::{
     ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello, JobId, JobList,
     JobState, JobView, Role, SubmitAnswer, SubmitRequest, WorkerView, PROTOCOL_VERSION,
+    UNAUTHORIZED,
 };
+use crate::security::{tls, Secret};
 use connection::Connection;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -70,13 +73,22 @@ impl Client {
     /// exchanges `Hello`. A coordinator that refuses us sends `Error` and
     /// closes; that is `ClientError::Refused`.
     pub fn connect(addr: &str) -> Result<Client, ClientError> {
-        let stream = open_stream(addr)?;
+        Client::connect_with(addr, &ClientOptions::default())
+    }
+
+    /// `connect` with a token and, if `options.tls_ca` is set, TLS.
+    pub fn connect_with(addr: &str, options: &ClientOptions) -> Result<Client, ClientError> {
+        let tcp = open_stream(addr)?;
+        let stream: Box<dyn connection::Stream> = match &options.tls_ca {
+            Some(ca) => Box::new(tls_stream(tcp, addr, ca, &options.tls_server_name)?),
+            None => Box::new(tcp),
+        };
         let mut client = Client {
             addr: addr.to_string(),
             connection: Connection::new(stream, CLIENT_MAX_FRAME_BYTES, READ_TIMEOUT),
             next_request_id: 1,
         };
-        client.handshake()?;
+        client.handshake(options.token.as_ref())?;
         Ok(client)
     }
 
@@ -226,11 +238,9 @@ impl Client {
         }
     }
 
-    fn handshake(&mut self) -> Result<(), ClientError> {
-        self.connection.send(ClientMessage::Hello(Hello {
-            protocol_version: PROTOCOL_VERSION,
-            role: Role::Client,
-        }))?;
+    fn handshake(&mut self, token: Option<&Secret>) -> Result<(), ClientError> {
+        let hello = Hello::new(Role::Client, token.map(Secret::expose));
+        self.connection.send(ClientMessage::Hello(hello))?;
         match self.connection.receive()? {
             CoordinatorToClient::Hello(hello) if hello.protocol_version == PROTOCOL_VERSION => {
                 Ok(())
@@ -239,6 +249,9 @@ impl Client {
                 ours: PROTOCOL_VERSION,
                 theirs: hello.protocol_version,
             }),
+            CoordinatorToClient::Error { message } if message == UNAUTHORIZED => {
+                Err(ClientError::Unauthorized)
+            }
             CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
             CoordinatorToClient::Response { request_id, .. } => Err(
                 ClientError::UnexpectedResponse(format!("response {request_id} before Hello")),
@@ -258,6 +271,10 @@ impl Client {
         match self.connection.receive()? {
             CoordinatorToClient::Response {
                 request_id,
+                response: ClientResponse::Overloaded { reason },
+            } if request_id == id => Err(ClientError::Overloaded(reason)),
+            CoordinatorToClient::Response {
+                request_id,
                 response,
             } if request_id == id => Ok(response),
             CoordinatorToClient::Response { request_id, .. } => {
@@ -271,6 +288,31 @@ impl Client {
             )),
         }
     }
+}
+
+/// How to reach a coordinator that requires a token or TLS.
+#[derive(Debug, Clone, Default)]
+pub struct ClientOptions {
+    /// The client token (`client-token` on the coordinator).
+    pub token: Option<Secret>,
+    /// A PEM file of the CA that signed the coordinator's certificate;
+    /// `None` for plain TCP.
+    pub tls_ca: Option<PathBuf>,
+    /// The name in the coordinator's certificate; empty: the host of `addr`.
+    pub tls_server_name: String,
+}
+
+fn tls_stream(
+    tcp: TcpStream,
+    addr: &str,
+    ca: &std::path::Path,
+    server_name: &str,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, ClientError> {
+    let config = tls::client_config(ca).map_err(ClientError::Tls)?;
+    let name = tls::server_name(server_name, addr).map_err(ClientError::Tls)?;
+    let connection =
+        rustls::ClientConnection::new(config, name).map_err(|e| ClientError::Tls(e.to_string()))?;
+    Ok(rustls::StreamOwned::new(connection, tcp))
 }
 
 /// Resolves `addr` and connects to the first resolved address that accepts.
@@ -314,6 +356,7 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::CancelRefused { .. } => "CancelRefused",
         ClientResponse::Requeued { .. } => "Requeued",
         ClientResponse::RequeueRefused { .. } => "RequeueRefused",
+        ClientResponse::Overloaded { .. } => "Overloaded",
     };
     ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
 }

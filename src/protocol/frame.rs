@@ -193,6 +193,7 @@ mod tests {
             WorkerMessage::Hello(Hello {
                 protocol_version: PROTOCOL_VERSION,
                 role: Role::Worker,
+                token: None,
             }),
             WorkerMessage::Register {
                 worker_id: WorkerId("w-1".into()),
@@ -224,6 +225,7 @@ mod tests {
             CoordinatorToWorker::Hello(Hello {
                 protocol_version: PROTOCOL_VERSION,
                 role: Role::Worker,
+                token: None,
             }),
             CoordinatorToWorker::Registered {
                 worker_id: WorkerId("w-1".into()),
@@ -271,6 +273,7 @@ mod tests {
         round_trip(ClientMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
             role: Role::Client,
+            token: None,
         }));
         for (i, request) in requests.into_iter().enumerate() {
             round_trip(ClientMessage::Request {

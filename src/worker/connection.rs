@@ -6,19 +6,21 @@ use crate::protocol::{
     CoordinatorToWorker, FrameCodec, Hello, ProtocolError, Role, WorkerId, WorkerMessage,
     PROTOCOL_VERSION,
 };
+use crate::security::Secret;
 use crate::worker::heartbeat;
 use crate::worker::pool::{Assignment, TaskPool};
+use crate::worker::transport::{CoordinatorStream, Transport};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use slog::{debug, error, info, warn, Logger};
 use std::time::Duration;
 use thiserror::Error;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
-type Connection = Framed<TcpStream, FrameCodec<CoordinatorToWorker, WorkerMessage>>;
+type Connection =
+    Framed<Box<dyn CoordinatorStream>, FrameCodec<CoordinatorToWorker, WorkerMessage>>;
 
 /// Frames queued for the writer; heartbeats and results wait here when the
 /// socket is slow instead of piling up without bound.
@@ -54,6 +56,7 @@ pub enum ConnectionError {
 /// What one worker needs to (re)connect; lives as long as `run`.
 pub struct Worker {
     pub coordinator: String,
+    pub transport: Transport,
     pub worker_id: WorkerId,
     pub capacity: u32,
     pub heartbeat: Duration,
@@ -93,19 +96,11 @@ pub async fn run(worker: Worker, shutdown: CancellationToken) {
 
 impl Worker {
     async fn connect_and_register(&self) -> Result<Connection, ConnectionError> {
-        let stream = TcpStream::connect(&self.coordinator)
-            .await
-            .map_err(|source| ConnectionError::Connect {
-                addr: self.coordinator.clone(),
-                source,
-            })?;
-        let _ = stream.set_nodelay(true);
+        let stream = self.transport.connect().await?;
         let mut conn = Framed::new(stream, FrameCodec::new(self.max_frame_bytes));
-        conn.send(WorkerMessage::Hello(Hello {
-            protocol_version: PROTOCOL_VERSION,
-            role: Role::Worker,
-        }))
-        .await?;
+        let token = self.transport.token.as_ref().map(Secret::expose);
+        conn.send(WorkerMessage::Hello(Hello::new(Role::Worker, token)))
+            .await?;
         self.expect_hello(&mut conn).await?;
         let register = WorkerMessage::Register {
             worker_id: self.worker_id.clone(),

@@ -11,6 +11,7 @@ mod heartbeat;
 mod pool;
 mod task_runtime;
 pub mod tasks;
+pub mod transport;
 
 #[cfg(test)]
 mod peer_tests;
@@ -150,8 +151,13 @@ async fn run_with_task_runtime(
         worker_id.clone(),
         log.clone(),
     );
+    let transport = match transport::Transport::from_config(&config) {
+        Ok(transport) => transport,
+        Err(e) => return slog::error!(log, "cannot start worker"; "error" => e),
+    };
     let worker = connection::Worker {
         pool,
+        transport,
         coordinator: config.coordinator,
         worker_id,
         capacity: config.capacity,

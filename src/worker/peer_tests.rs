@@ -153,6 +153,7 @@ fn hello() -> Hello {
     Hello {
         protocol_version: crate::protocol::PROTOCOL_VERSION,
         role: Role::Worker,
+        token: None,
     }
 }
 

@@ -39,6 +39,7 @@ impl RawWorker {
         worker.send(WorkerMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
             role: Role::Worker,
+            token: None,
         }));
         let hello = worker.recv(Duration::from_secs(5));
         assert!(
