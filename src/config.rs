@@ -251,7 +251,7 @@ impl WorkerConfig {
     /// The worker token: `token`, else `token-file`, else `$TASKYARD_TOKEN`.
     pub fn secret(&self) -> Result<Option<Secret>, Invalid> {
         let configured = secret(&self.token, "token", &self.token_file, "token-file")?;
-        Ok(configured.or_else(|| env_token()))
+        Ok(configured.or_else(env_token))
     }
 }
 
