@@ -2,6 +2,7 @@
 //! the protocol from the coordinator's side.
 
 use super::*;
+use tokio_util::sync::CancellationToken;
 use crate::protocol::payloads::encode_json;
 use crate::protocol::{
     CoordinatorToWorker, FrameCodec, Hello, JobId, LeaseId, ProtocolError, Role, TaskOutcome,
@@ -100,7 +101,10 @@ impl Harness {
             registry,
             tasks,
             log,
-            shutdown.clone(),
+            Shutdown {
+                stop: shutdown.clone(),
+                drain: CancellationToken::new(),
+            },
         ));
         Harness {
             listener,
