@@ -205,7 +205,12 @@ fn decode_exec(payload: &[u8]) -> Result<ExecSpec, PayloadError> {
         ));
     }
     let program = match map.get("program") {
-        None => return Err(PayloadError::new("payload.program", "missing; exec needs a string")),
+        None => {
+            return Err(PayloadError::new(
+                "payload.program",
+                "missing; exec needs a string",
+            ))
+        }
         Some(v) => os_string("payload.program", v)?,
     };
     if program.is_empty() {
@@ -229,11 +234,18 @@ fn exec_args(value: Option<&Value>) -> Result<Vec<String>, PayloadError> {
     if items.len() > MAX_EXEC_ARGS {
         return Err(PayloadError::new(
             "payload.args",
-            format!("{} arguments exceeds the limit of {MAX_EXEC_ARGS}", items.len()),
+            format!(
+                "{} arguments exceeds the limit of {MAX_EXEC_ARGS}",
+                items.len()
+            ),
         ));
     }
     let field = |i: usize| format!("payload.args[{i}]");
-    items.iter().enumerate().map(|(i, v)| os_string(&field(i), v)).collect()
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| os_string(&field(i), v))
+        .collect()
 }
 
 fn exec_env(value: Option<&Value>) -> Result<BTreeMap<String, String>, PayloadError> {
@@ -246,14 +258,20 @@ fn exec_env(value: Option<&Value>) -> Result<BTreeMap<String, String>, PayloadEr
     for (name, value) in vars {
         let field = format!("payload.env.{name}");
         if name.is_empty() || name.contains(['=', '\0']) {
-            return Err(PayloadError::new(field, "a variable name must be non-empty, without '=' or NUL"));
+            return Err(PayloadError::new(
+                field,
+                "a variable name must be non-empty, without '=' or NUL",
+            ));
         }
         env.insert(name.clone(), os_string(&field, value)?);
     }
     Ok(env)
 }
 
-fn optional_os_string(map: &Map<String, Value>, name: &str) -> Result<Option<String>, PayloadError> {
+fn optional_os_string(
+    map: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<String>, PayloadError> {
     match map.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => os_string(&format!("payload.{name}"), v).map(Some),
@@ -263,9 +281,14 @@ fn optional_os_string(map: &Map<String, Value>, name: &str) -> Result<Option<Str
 /// A string the operating system can take: no NUL byte.
 fn os_string(field: &str, value: &Value) -> Result<String, PayloadError> {
     match value {
-        Value::String(s) if s.contains('\0') => Err(PayloadError::new(field, "contains a NUL byte")),
+        Value::String(s) if s.contains('\0') => {
+            Err(PayloadError::new(field, "contains a NUL byte"))
+        }
         Value::String(s) => Ok(s.clone()),
-        other => Err(PayloadError::new(field, format!("expected a string, got {}", kind_of(other)))),
+        other => Err(PayloadError::new(
+            field,
+            format!("expected a string, got {}", kind_of(other)),
+        )),
     }
 }
 
@@ -387,7 +410,10 @@ mod tests {
         };
         assert_eq!(spec.args, ["a", "b"]);
         assert_eq!(spec.env.get("K").map(String::as_str), Some("v"));
-        assert_eq!((spec.cwd.as_deref(), spec.stdin.as_deref()), (Some("/tmp"), Some("in")));
+        assert_eq!(
+            (spec.cwd.as_deref(), spec.stdin.as_deref()),
+            (Some("/tmp"), Some("in"))
+        );
         assert_eq!(
             check("exec", json!({"program": "true"})),
             Ok(Some(BuiltinTask::Exec(ExecSpec {
@@ -403,11 +429,20 @@ mod tests {
             (json!({}), "payload.program"),
             (json!({"program": ""}), "payload.program"),
             (json!({"program": 7}), "payload.program"),
-            (json!({"program": "x", "args": ["a", "b", 3]}), "payload.args[2]"),
+            (
+                json!({"program": "x", "args": ["a", "b", 3]}),
+                "payload.args[2]",
+            ),
             (json!({"program": "x", "args": "a b"}), "payload.args"),
-            (json!({"program": "x", "args": ["nul\u{0}"]}), "payload.args[0]"),
+            (
+                json!({"program": "x", "args": ["nul\u{0}"]}),
+                "payload.args[0]",
+            ),
             (json!({"program": "x", "env": {"A": 1}}), "payload.env.A"),
-            (json!({"program": "x", "env": {"A=B": "1"}}), "payload.env.A=B"),
+            (
+                json!({"program": "x", "env": {"A=B": "1"}}),
+                "payload.env.A=B",
+            ),
             (json!({"program": "x", "env": ["A"]}), "payload.env"),
             (json!({"program": "x", "cwd": false}), "payload.cwd"),
             (json!({"program": "x", "shell": true}), "payload.shell"),

@@ -71,7 +71,11 @@ impl AllowList {
 
 impl std::fmt::Display for AllowList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let paths: Vec<String> = self.programs.iter().map(|p| p.display().to_string()).collect();
+        let paths: Vec<String> = self
+            .programs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         f.write_str(&paths.join(", "))
     }
 }
@@ -85,10 +89,11 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, ResolveError> {
     } else {
         find_on_path(name)?
     };
-    let canonical = std::fs::canonicalize(&candidate).map_err(|source| ResolveError::Unresolvable {
-        name: name.to_string(),
-        source,
-    })?;
+    let canonical =
+        std::fs::canonicalize(&candidate).map_err(|source| ResolveError::Unresolvable {
+            name: name.to_string(),
+            source,
+        })?;
     if !is_executable(&canonical) {
         return Err(ResolveError::NotExecutable {
             name: name.to_string(),
@@ -121,7 +126,9 @@ mod tests {
     fn a_name_and_its_path_are_the_same_entry() {
         let allow = AllowList::resolve(&["sh".to_string()]).expect("sh is on PATH");
         let by_name = allow.check("sh").expect("allowed by name");
-        let by_path = allow.check(&by_name.display().to_string()).expect("by path");
+        let by_path = allow
+            .check(&by_name.display().to_string())
+            .expect("by path");
         assert_eq!(by_name, by_path);
         assert!(by_name.is_absolute());
     }

@@ -82,7 +82,10 @@ impl WorkerBuilder {
         let handler = Arc::new(handler);
         let registered = self.registry.register(name, move |ctx, payload| {
             let run = handler(ctx, payload);
-            async move { run.await.map_or_else(Into::into, crate::protocol::TaskOutcome::Succeeded) }
+            async move {
+                run.await
+                    .map_or_else(Into::into, crate::protocol::TaskOutcome::Succeeded)
+            }
         });
         if let (Err(source), None) = (registered, &self.error) {
             self.error = Some(BuildError::TaskType {
@@ -116,7 +119,9 @@ impl WorkerBuilder {
             .build()?;
         let shutdown = Shutdown::default();
         runtime.spawn(drain_on_signal(shutdown.clone(), log.clone()));
-        runtime.block_on(crate::worker::run_with_registry(config, registry, log, shutdown));
+        runtime.block_on(crate::worker::run_with_registry(
+            config, registry, log, shutdown,
+        ));
         Ok(())
     }
 

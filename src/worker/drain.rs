@@ -44,12 +44,18 @@ pub async fn supervise(control: PoolControl, shutdown: Shutdown, limits: DrainLi
     }
     info!(log, "draining"; "in_flight" => control.in_flight(), "timeout_ms" => limits.timeout.as_millis());
     control.begin_draining();
-    if tokio::time::timeout(limits.timeout, control.idle()).await.is_ok() {
+    if tokio::time::timeout(limits.timeout, control.idle())
+        .await
+        .is_ok()
+    {
         info!(log, "drained; every running task finished");
     } else {
         warn!(log, "drain timeout; cancelling tasks still running"; "in_flight" => control.in_flight());
         control.cancel_all();
-        if tokio::time::timeout(limits.cleanup, control.idle()).await.is_err() {
+        if tokio::time::timeout(limits.cleanup, control.idle())
+            .await
+            .is_err()
+        {
             warn!(log, "cancelled tasks did not finish cleaning up"; "in_flight" => control.in_flight());
         }
     }

@@ -61,7 +61,6 @@ impl ExecTask {
         }))
     }
 
-
     /// Runs one attempt; see the module documentation.
     pub async fn run(&self, ctx: TaskContext, payload: Vec<u8>) -> TaskOutcome {
         let spec = match decode_builtin(EXEC_TASK_TYPE, &payload) {
@@ -75,7 +74,9 @@ impl ExecTask {
         };
         let child = match command(&program, &spec).spawn() {
             Ok(child) => child,
-            Err(e) => return TaskOutcome::failed(format!("cannot start {}: {e}", program.display())),
+            Err(e) => {
+                return TaskOutcome::failed(format!("cannot start {}: {e}", program.display()))
+            }
         };
         self.supervise(child, &program, spec.stdin, &ctx).await
     }
@@ -118,7 +119,10 @@ impl ExecTask {
         let gone = tokio::time::timeout(self.kill_grace, reap(child, pgid)).await;
         if gone.is_err() {
             signal_group(pgid, libc::SIGKILL);
-            if tokio::time::timeout(KILL_WAIT, reap(child, pgid)).await.is_err() {
+            if tokio::time::timeout(KILL_WAIT, reap(child, pgid))
+                .await
+                .is_err()
+            {
                 warn!(ctx.log, "exec process group survived SIGKILL"; "pgid" => pgid);
                 return;
             }
@@ -137,7 +141,11 @@ fn command(program: &Path, spec: &ExecSpec) -> Command {
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
-    let stdin = if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() };
+    let stdin = if spec.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
     cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -228,7 +236,9 @@ fn outcome(
     match status {
         Ok(status) if status.success() => TaskOutcome::Succeeded(stdout),
         Ok(status) => match (status.code(), status.signal()) {
-            (Some(code), _) => TaskOutcome::failed(format!("{program} exited with code {code}{stderr}")),
+            (Some(code), _) => {
+                TaskOutcome::failed(format!("{program} exited with code {code}{stderr}"))
+            }
             (_, Some(signal)) => {
                 TaskOutcome::failed(format!("{program} was killed by signal {signal}{stderr}"))
             }

@@ -122,7 +122,12 @@ impl Drop for WorkerHandle {
     }
 }
 
-fn run_on_own_runtime(config: WorkerConfig, registry: TaskRegistry, log: Logger, shutdown: Shutdown) {
+fn run_on_own_runtime(
+    config: WorkerConfig,
+    registry: TaskRegistry,
+    log: Logger,
+    shutdown: Shutdown,
+) {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -178,7 +178,11 @@ mod tests {
 
     #[test]
     fn malformed_progress_lines_are_ordinary_lines() {
-        for line in ["TASKYARD_PROGRESS 101 x", "TASKYARD_PROGRESS x", "TASKYARD_PROGRESS"] {
+        for line in [
+            "TASKYARD_PROGRESS 101 x",
+            "TASKYARD_PROGRESS x",
+            "TASKYARD_PROGRESS",
+        ] {
             assert_eq!(parse_progress(line.as_bytes()), None, "{line}");
         }
         assert_eq!(

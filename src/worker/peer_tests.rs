@@ -2,7 +2,6 @@
 //! the protocol from the coordinator's side.
 
 use super::*;
-use tokio_util::sync::CancellationToken;
 use crate::protocol::payloads::encode_json;
 use crate::protocol::{
     CoordinatorToWorker, FrameCodec, Hello, JobId, LeaseId, ProtocolError, Role, TaskOutcome,
@@ -16,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
 use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
 
 mod blocking;
 

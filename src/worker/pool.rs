@@ -201,7 +201,12 @@ impl Slots {
     ) {
         let key = (a.job_id, a.lease);
         let (reporter, reports) = progress::channel();
-        let forwarder = tokio::spawn(progress::forward(reports, a.job_id, a.lease, results.clone()));
+        let forwarder = tokio::spawn(progress::forward(
+            reports,
+            a.job_id,
+            a.lease,
+            results.clone(),
+        ));
         let ctx = TaskContext {
             job_id: a.job_id,
             lease: a.lease,
@@ -250,7 +255,10 @@ impl Slots {
             }
             outcome = &mut handler => return Some(outcome),
         }
-        if tokio::time::timeout(self.limits.cleanup_grace, handler).await.is_err() {
+        if tokio::time::timeout(self.limits.cleanup_grace, handler)
+            .await
+            .is_err()
+        {
             debug!(log, "cancelled handler did not return in time; dropped");
         }
         None
@@ -323,13 +331,20 @@ mod tests {
         assert_eq!(fit_in_frame(ok.clone(), 2048), ok);
         let big = TaskOutcome::Succeeded(vec![0; 2049 - RESULT_FRAME_OVERHEAD]);
         match fit_in_frame(big, 2048) {
-            TaskOutcome::Failed { error, retryable: false } => {
+            TaskOutcome::Failed {
+                error,
+                retryable: false,
+            } => {
                 assert!(error.starts_with("result of 1537 bytes exceeds"), "{error}")
             }
             other => panic!("expected a permanent failure, got {other:?}"),
         }
         let long = TaskOutcome::failed("é".repeat(MAX_ERROR_BYTES));
-        let TaskOutcome::Failed { error, retryable: true } = fit_in_frame(long, 1 << 20) else {
+        let TaskOutcome::Failed {
+            error,
+            retryable: true,
+        } = fit_in_frame(long, 1 << 20)
+        else {
             panic!("still a retryable failure")
         };
         assert!(error.len() <= MAX_ERROR_BYTES + 12 && error.ends_with("[truncated]"));

@@ -110,9 +110,17 @@ mod tests {
         tokio::time::sleep(PROGRESS_INTERVAL * 3).await;
         reporter.report(250, "d");
         assert_eq!(percent_of(frames.recv().await), 100, "clamped");
-        assert_eq!(start.elapsed(), PROGRESS_INTERVAL * 4, "sent at once after a quiet spell");
+        assert_eq!(
+            start.elapsed(),
+            PROGRESS_INTERVAL * 4,
+            "sent at once after a quiet spell"
+        );
         drop(reporter);
-        assert_eq!(frames.recv().await, None, "forwarding ends with the reporter");
+        assert_eq!(
+            frames.recv().await,
+            None,
+            "forwarding ends with the reporter"
+        );
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! context and error types handlers use, and the built-in `echo`, `sleep`
 //! and `fail` tasks (`exec` lives in `exec.rs`).
 
-use crate::protocol::payloads::{BUILTIN_TASK_TYPES, EXEC_TASK_TYPE};
-use crate::worker::exec::ExecTask;
 use crate::protocol::payloads::{decode_builtin, validate_task_type, BuiltinTask, PayloadError};
+use crate::protocol::payloads::{BUILTIN_TASK_TYPES, EXEC_TASK_TYPE};
 use crate::protocol::{JobId, LeaseId, TaskOutcome};
+use crate::worker::exec::ExecTask;
 use crate::worker::progress::ProgressReporter;
 use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
