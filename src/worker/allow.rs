@@ -5,7 +5,6 @@
 //! PATH entry added later cannot smuggle in another binary.
 
 use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -103,7 +102,7 @@ pub fn resolve_program(name: &str) -> Result<PathBuf, ResolveError> {
 }
 
 fn find_on_path(name: &str) -> Result<PathBuf, ResolveError> {
-    let path = std::env::var_os("PATH").unwrap_or_else(OsString::new);
+    let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|candidate| is_executable(candidate))
