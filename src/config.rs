@@ -28,7 +28,11 @@ macro_rules! config_struct {
     (
         $(#[$meta:meta])*
         $name:ident / $options:ident {
-            $( $(#[doc = $doc:literal])* $field:ident : $ty:ty = $default:expr, )*
+            $(
+                $(#[doc = $doc:literal])*
+                $(#[arg($($arg:tt)*)])?
+                $field:ident : $ty:ty = $default:expr,
+            )*
         }
     ) => {
         $(#[$meta])*
@@ -47,7 +51,7 @@ macro_rules! config_struct {
         #[derive(Debug, Clone, Default, clap::Args, Deserialize)]
         #[serde(deny_unknown_fields, rename_all = "kebab-case")]
         pub struct $options {
-            $( $(#[doc = $doc])* #[arg(long)] pub $field: Option<$ty>, )*
+            $( $(#[doc = $doc])* #[arg(long $(, $($arg)*)?)] pub $field: Option<$ty>, )*
         }
 
         impl ConfigOptions for $options {
@@ -146,6 +150,19 @@ config_struct! {
         reconnect_max_millis: u64 = 5000,
         /// Largest accepted frame, in either direction.
         max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
+        /// Programs the `exec` task may run: names (looked up on PATH at
+        /// start-up) or paths. Empty: `exec` is not offered. Repeat the flag
+        /// or separate names with commas.
+        #[arg(value_delimiter = ',', value_name = "PROGRAM")]
+        exec_allow: Vec<String> = Vec::new(),
+        /// Most bytes of an `exec` program's stdout kept as its result; the
+        /// rest is counted and marked.
+        max_output_bytes: usize = 1024 * 1024,
+        /// Pause between SIGTERM and SIGKILL when an `exec` program is stopped.
+        exec_kill_grace_millis: u64 = 2000,
+        /// After SIGINT/SIGTERM, how long running tasks may take to finish
+        /// before they are cancelled and the worker exits.
+        drain_timeout_millis: u64 = 30_000,
         /// The coordinator's worker token (else token-file, else $TASKYARD_TOKEN).
         token: String = String::new(),
         /// File holding the worker token (first line).
@@ -425,6 +442,9 @@ impl Validate for WorkerConfig {
             10,
         )?;
         at_least("reconnect-max-millis", self.reconnect_max_millis, 10)?;
+        at_least("max-output-bytes", self.max_output_bytes as u64, 1)?;
+        crate::worker::AllowList::resolve(&self.exec_allow)
+            .map_err(|e| ("exec-allow".to_string(), e.to_string()))?;
         frame_size(self.max_frame_bytes)
     }
 }
@@ -539,6 +559,34 @@ mod tests {
         let err = load::<CoordinatorOptions>(None, flags).expect_err("cap below base");
         assert_eq!(err.key.as_deref(), Some("retry-cap-millis"));
         assert_eq!(err.source_name, "command line");
+    }
+
+    #[test]
+    fn exec_allow_is_a_list_in_toml_and_a_repeatable_comma_separated_flag() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            options: WorkerOptions,
+        }
+        let f = file_with("exec-allow = [\"sh\", \"/bin/echo\"]\n");
+        let w = load::<WorkerOptions>(Some(f.path()), Default::default()).expect("valid");
+        assert_eq!(w.exec_allow, ["sh", "/bin/echo"]);
+        let cli = Cli::try_parse_from(["w", "--exec-allow", "sh,echo", "--exec-allow", "true"])
+            .expect("flags parse");
+        assert_eq!(
+            cli.options.exec_allow.as_deref(),
+            Some(&["sh".to_string(), "echo".into(), "true".into()][..])
+        );
+    }
+
+    #[test]
+    fn an_exec_allow_name_not_on_path_is_a_config_error_naming_it() {
+        let f = file_with("exec-allow = [\"sh\", \"no-such-program-xyz\"]\n");
+        let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("bad name");
+        assert_eq!(err.key.as_deref(), Some("exec-allow"));
+        assert_eq!(err.source_name, f.path().display().to_string());
+        assert!(err.reason.contains("no-such-program-xyz"), "{err}");
     }
 
     #[test]

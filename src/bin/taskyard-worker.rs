@@ -1,12 +1,12 @@
 //! `taskyard-worker`: connects to a coordinator and runs tasks until
-//! SIGINT/SIGTERM. Every config key is also a flag; flags override the file.
+//! SIGINT/SIGTERM, then drains (a second signal stops it at once). Every
+//! config key is also a flag; flags override the file.
 
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use taskyard::config::{self, WorkerOptions};
-use taskyard::logging::build_logger;
-use tokio_util::sync::CancellationToken;
+use taskyard::worker::{BuildError, Worker};
 
 #[derive(Parser)]
 #[command(
@@ -31,40 +31,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
+    match Worker::builder(config).run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ BuildError::ExecAllow(_)) => {
+            eprintln!("taskyard-worker: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
-            eprintln!("taskyard-worker: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let log = build_logger(config.log_level, config.log_format);
-    let shutdown = CancellationToken::new();
-    runtime.spawn(cancel_on_signal(shutdown.clone()));
-    runtime.block_on(taskyard::worker::run(config, log, shutdown));
-    ExitCode::SUCCESS
-}
-
-/// Cancels `shutdown` on the first SIGINT or SIGTERM. If the handlers cannot
-/// be installed the worker runs until killed.
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut term) = signal(SignalKind::terminate()) else {
-            return;
-        };
-        tokio::select! {
-            Ok(()) = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            eprintln!("taskyard-worker: {e}");
+            ExitCode::FAILURE
         }
     }
-    #[cfg(not(unix))]
-    if tokio::signal::ctrl_c().await.is_err() {
-        return;
-    }
-    shutdown.cancel();
 }

@@ -3,6 +3,7 @@
 //! not trust the wire.
 
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use thiserror::Error;
 
 /// Longest accepted task type name.
@@ -11,6 +12,12 @@ pub const MAX_TASK_TYPE_LEN: usize = 64;
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 /// Longest accepted `sleep`: one day.
 pub const MAX_SLEEP_MILLIS: u64 = 24 * 60 * 60 * 1000;
+/// Most arguments an `exec` payload may pass.
+pub const MAX_EXEC_ARGS: usize = 4096;
+/// The task type that runs an allowed program. Validated like the other
+/// built-ins, but only workers with a non-empty `exec-allow` advertise it.
+pub const EXEC_TASK_TYPE: &str = "exec";
+const EXEC_FIELDS: [&str; 5] = ["program", "args", "env", "cwd", "stdin"];
 
 /// A payload or task type that cannot run. `field` is a dotted path such as
 /// `payload.millis`, so the user knows exactly what to fix.
@@ -39,6 +46,24 @@ pub enum BuiltinTask {
     Sleep { millis: u64 },
     /// Always fails with `message`.
     Fail { message: String },
+    /// Runs a program (if the worker allows it) and succeeds with its stdout.
+    Exec(ExecSpec),
+}
+
+/// A validated `exec` payload: `{ program, args?, env?, cwd?, stdin? }`.
+/// No string contains a NUL byte and no `env` name contains `=`, so every
+/// value can be handed to the operating system as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecSpec {
+    /// A name looked up on the worker's PATH, or a path.
+    pub program: String,
+    pub args: Vec<String>,
+    /// Added to the program's (otherwise nearly empty) environment.
+    pub env: BTreeMap<String, String>,
+    /// Working directory; the worker's own when absent.
+    pub cwd: Option<String>,
+    /// Written to the program's stdin, which is then closed; empty when absent.
+    pub stdin: Option<String>,
 }
 
 /// The task types every worker runs.
@@ -81,7 +106,7 @@ pub fn validate_task_type(task_type: &str) -> Result<(), PayloadError> {
 /// Payloads of other (custom) task types are only required to be MessagePack.
 pub fn validate(task_type: &str, payload: &[u8]) -> Result<(), PayloadError> {
     validate_task_type(task_type)?;
-    if schema(task_type).is_some() {
+    if schema(task_type).is_some() || task_type == EXEC_TASK_TYPE {
         decode_builtin(task_type, payload).map(|_| ())
     } else {
         decode_value(payload).map(|_| ())
@@ -93,6 +118,9 @@ pub fn decode_builtin(
     task_type: &str,
     payload: &[u8],
 ) -> Result<Option<BuiltinTask>, PayloadError> {
+    if task_type == EXEC_TASK_TYPE {
+        return decode_exec(payload).map(|spec| Some(BuiltinTask::Exec(spec)));
+    }
     let Some(fields) = schema(task_type) else {
         return Ok(None);
     };
@@ -156,6 +184,112 @@ fn check_known_fields(
         }
     }
     Ok(())
+}
+
+/// Decodes an `exec` payload; errors name the field (`payload.args[2]`,
+/// `payload.env.HOME`).
+fn decode_exec(payload: &[u8]) -> Result<ExecSpec, PayloadError> {
+    let map = match decode_value(payload)? {
+        Value::Object(map) => map,
+        other => {
+            return Err(PayloadError::new(
+                "payload",
+                format!("exec takes a map, got {}", kind_of(&other)),
+            ))
+        }
+    };
+    if let Some(unknown) = map.keys().find(|k| !EXEC_FIELDS.contains(&k.as_str())) {
+        return Err(PayloadError::new(
+            format!("payload.{unknown}"),
+            format!("unknown field; exec takes: {}", EXEC_FIELDS.join(", ")),
+        ));
+    }
+    let program = match map.get("program") {
+        None => {
+            return Err(PayloadError::new(
+                "payload.program",
+                "missing; exec needs a string",
+            ))
+        }
+        Some(v) => os_string("payload.program", v)?,
+    };
+    if program.is_empty() {
+        return Err(PayloadError::new("payload.program", "must not be empty"));
+    }
+    Ok(ExecSpec {
+        program,
+        args: exec_args(map.get("args"))?,
+        env: exec_env(map.get("env"))?,
+        cwd: optional_os_string(&map, "cwd")?,
+        stdin: optional_os_string(&map, "stdin")?,
+    })
+}
+
+fn exec_args(value: Option<&Value>) -> Result<Vec<String>, PayloadError> {
+    let items = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        other => return Err(wrong_type("args", "an array of strings", other)),
+    };
+    if items.len() > MAX_EXEC_ARGS {
+        return Err(PayloadError::new(
+            "payload.args",
+            format!(
+                "{} arguments exceeds the limit of {MAX_EXEC_ARGS}",
+                items.len()
+            ),
+        ));
+    }
+    let field = |i: usize| format!("payload.args[{i}]");
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| os_string(&field(i), v))
+        .collect()
+}
+
+fn exec_env(value: Option<&Value>) -> Result<BTreeMap<String, String>, PayloadError> {
+    let vars = match value {
+        None | Some(Value::Null) => return Ok(BTreeMap::new()),
+        Some(Value::Object(vars)) => vars,
+        other => return Err(wrong_type("env", "a map of strings", other)),
+    };
+    let mut env = BTreeMap::new();
+    for (name, value) in vars {
+        let field = format!("payload.env.{name}");
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(PayloadError::new(
+                field,
+                "a variable name must be non-empty, without '=' or NUL",
+            ));
+        }
+        env.insert(name.clone(), os_string(&field, value)?);
+    }
+    Ok(env)
+}
+
+fn optional_os_string(
+    map: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<String>, PayloadError> {
+    match map.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => os_string(&format!("payload.{name}"), v).map(Some),
+    }
+}
+
+/// A string the operating system can take: no NUL byte.
+fn os_string(field: &str, value: &Value) -> Result<String, PayloadError> {
+    match value {
+        Value::String(s) if s.contains('\0') => {
+            Err(PayloadError::new(field, "contains a NUL byte"))
+        }
+        Value::String(s) => Ok(s.clone()),
+        other => Err(PayloadError::new(
+            field,
+            format!("expected a string, got {}", kind_of(other)),
+        )),
+    }
 }
 
 fn text_field(map: &Map<String, Value>, name: &str) -> Result<String, PayloadError> {
@@ -265,6 +399,59 @@ mod tests {
         let err = check("fail", json!({ "message": long })).expect_err("too long");
         assert_eq!(err.field, "payload.message");
         assert!(err.reason.contains("exceeds the limit"), "{err}");
+    }
+
+    #[test]
+    fn exec_payloads_decode_with_optional_fields() {
+        let full = json!({"program": "echo", "args": ["a", "b"], "env": {"K": "v"},
+                          "cwd": "/tmp", "stdin": "in"});
+        let Ok(Some(BuiltinTask::Exec(spec))) = check("exec", full) else {
+            panic!("valid exec payload");
+        };
+        assert_eq!(spec.args, ["a", "b"]);
+        assert_eq!(spec.env.get("K").map(String::as_str), Some("v"));
+        assert_eq!(
+            (spec.cwd.as_deref(), spec.stdin.as_deref()),
+            (Some("/tmp"), Some("in"))
+        );
+        assert_eq!(
+            check("exec", json!({"program": "true"})),
+            Ok(Some(BuiltinTask::Exec(ExecSpec {
+                program: "true".into(),
+                ..ExecSpec::default()
+            })))
+        );
+    }
+
+    #[test]
+    fn invalid_exec_payloads_name_the_field() {
+        let cases = [
+            (json!({}), "payload.program"),
+            (json!({"program": ""}), "payload.program"),
+            (json!({"program": 7}), "payload.program"),
+            (
+                json!({"program": "x", "args": ["a", "b", 3]}),
+                "payload.args[2]",
+            ),
+            (json!({"program": "x", "args": "a b"}), "payload.args"),
+            (
+                json!({"program": "x", "args": ["nul\u{0}"]}),
+                "payload.args[0]",
+            ),
+            (json!({"program": "x", "env": {"A": 1}}), "payload.env.A"),
+            (
+                json!({"program": "x", "env": {"A=B": "1"}}),
+                "payload.env.A=B",
+            ),
+            (json!({"program": "x", "env": ["A"]}), "payload.env"),
+            (json!({"program": "x", "cwd": false}), "payload.cwd"),
+            (json!({"program": "x", "shell": true}), "payload.shell"),
+            (json!("echo hi"), "payload"),
+        ];
+        for (payload, field) in cases {
+            assert_eq!(field_of(check("exec", payload.clone())), field, "{payload}");
+        }
+        assert!(validate("exec", &encode_json(&json!({"program": "x"}))).is_ok());
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The connection to the coordinator: connect, `Hello`, `Register`, then read
 //! `TaskAssign`/`TaskCancel` until the connection ends; on loss cancel every
-//! in-flight task and reconnect with capped exponential backoff.
+//! in-flight task and reconnect with capped exponential backoff. Once the
+//! pool drains, every connection says `Draining` and refuses assignments.
 
 use crate::protocol::{
-    CoordinatorToWorker, FrameCodec, Hello, ProtocolError, Role, WorkerId, WorkerMessage,
-    PROTOCOL_VERSION,
+    CoordinatorToWorker, FrameCodec, Hello, ProtocolError, Role, TaskOutcome, WorkerId,
+    WorkerMessage, PROTOCOL_VERSION,
 };
 use crate::security::Secret;
 use crate::worker::heartbeat;
@@ -30,6 +31,10 @@ const WRITE_QUEUE: usize = 256;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// First reconnection delay; doubles up to `reconnect-max-millis`.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest wait, when a connection closes, to write the frames already
+/// queued (a drained worker's last results); a stalled socket cannot hold
+/// the worker up for longer.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a connection attempt or an established connection ended.
 #[derive(Debug, Error)]
@@ -173,9 +178,15 @@ impl Worker {
         let live = shutdown.child_token();
         let writer = tokio::spawn(write_frames(sink, queued, live.clone()));
         let beat = tokio::spawn(heartbeat::run(self.heartbeat, frames.clone(), live.clone()));
+        let announce = tokio::spawn(announce_draining(
+            self.pool.draining().clone(),
+            frames.clone(),
+            live.clone(),
+        ));
         let read = self.read_frames(stream, &frames, &live).await;
         live.cancel();
         let _ = beat.await;
+        let _ = announce.await;
         let written = match writer.await {
             Ok(result) => result.map_err(ConnectionError::from),
             Err(e) => Err(ConnectionError::Writer(e.to_string())),
@@ -200,15 +211,16 @@ impl Worker {
                     lease,
                     task_type,
                     payload,
-                    ..
+                    timeout_ms,
                 } => {
                     let assignment = Assignment {
                         job_id,
                         lease,
                         task_type,
                         payload,
+                        timeout_ms,
                     };
-                    self.pool.assign(assignment, live, frames.clone());
+                    self.assign(assignment, live, frames).await;
                 }
                 CoordinatorToWorker::TaskCancel { job_id, lease } => {
                     let found = self.pool.cancel(job_id, lease);
@@ -217,6 +229,26 @@ impl Worker {
                 other => self.unexpected(other, "TaskAssign or TaskCancel")?,
             }
         }
+    }
+
+    /// Hands the attempt to the pool, or, once draining, refuses it with a
+    /// retryable failure so the coordinator runs it elsewhere.
+    async fn assign(
+        &self,
+        a: Assignment,
+        live: &CancellationToken,
+        frames: &mpsc::Sender<WorkerMessage>,
+    ) {
+        if !self.pool.draining().is_cancelled() {
+            return self.pool.assign(a, live, frames.clone());
+        }
+        debug!(self.log, "assignment refused while draining"; "job" => %a.job_id);
+        let refusal = WorkerMessage::TaskResult {
+            job_id: a.job_id,
+            lease: a.lease,
+            outcome: TaskOutcome::failed(format!("worker {} is draining", self.worker_id)),
+        };
+        let _ = frames.send(refusal).await;
     }
 
     fn log_end(&self, end: Result<(), ConnectionError>, shutdown: &CancellationToken) {
@@ -249,8 +281,24 @@ async fn next_frame(conn: &mut Connection) -> Result<CoordinatorToWorker, Connec
         .map_err(ConnectionError::from)
 }
 
+/// Sends `Draining` once `draining` is cancelled (at once on a connection
+/// made after the drain began).
+async fn announce_draining(
+    draining: CancellationToken,
+    frames: mpsc::Sender<WorkerMessage>,
+    live: CancellationToken,
+) {
+    tokio::select! {
+        _ = live.cancelled() => {}
+        _ = draining.cancelled() => {
+            let _ = frames.send(WorkerMessage::Draining).await;
+        }
+    }
+}
+
 /// The only writer of the socket, so frames never interleave. Stops when
-/// `live` is cancelled (then closes the socket) or on a write error (then
+/// `live` is cancelled (then writes what is already queued, for at most
+/// `FLUSH_TIMEOUT`, and closes the socket) or on a write error (then
 /// cancels `live`, which ends the reader too).
 async fn write_frames(
     mut sink: SplitSink<Connection, WorkerMessage>,
@@ -268,7 +316,15 @@ async fn write_frames(
             return Err(e);
         }
     }
-    sink.close().await
+    let flush = async {
+        while let Ok(frame) = queued.try_recv() {
+            sink.feed(frame).await?;
+        }
+        sink.close().await
+    };
+    tokio::time::timeout(FLUSH_TIMEOUT, flush)
+        .await
+        .unwrap_or(Ok(()))
 }
 
 /// Capped exponential backoff between connection attempts.

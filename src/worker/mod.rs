@@ -3,12 +3,21 @@
 //! heartbeat and the frame writer run on the caller's runtime; task handlers
 //! run on a runtime of their own, so no task can hold up a heartbeat.
 //!
-//! [`run`] is the whole worker as a future; [`WorkerHandle`] runs it on a
-//! thread of its own, for `taskyard dev`, tests and benchmarks.
+//! [`Worker::builder`] is the public way in (custom task types, `run` with
+//! signal handling, `spawn`); [`run_with_registry`] is the whole worker as a
+//! future; [`WorkerHandle`] runs it on a thread of its own, for `taskyard
+//! dev`, tests and benchmarks. [`drain`] says how a worker stops gracefully.
 
+mod allow;
+mod builder;
 mod connection;
+pub mod drain;
+mod exec;
 mod heartbeat;
+mod output;
 mod pool;
+pub mod process_group;
+mod progress;
 mod task_runtime;
 pub mod tasks;
 pub mod transport;
@@ -16,8 +25,13 @@ pub mod transport;
 #[cfg(test)]
 mod peer_tests;
 
+pub use allow::{AllowList, NotAllowed, ResolveError};
+pub use builder::{BuildError, Worker, WorkerBuilder};
 pub use connection::ConnectionError;
-pub use tasks::{TaskContext, TaskHandler, TaskRegistry};
+pub use drain::Shutdown;
+pub use exec::ExecTask;
+pub use progress::{ProgressReporter, PROGRESS_INTERVAL};
+pub use tasks::{decode_payload, TaskContext, TaskError, TaskHandler, TaskRegistry};
 
 use task_runtime::TaskRuntime;
 
@@ -26,12 +40,11 @@ use crate::protocol::WorkerId;
 use slog::{error, info, o, Logger};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// A worker running on its own OS thread and tokio runtime.
 pub struct WorkerHandle {
     worker_id: WorkerId,
-    shutdown: CancellationToken,
+    shutdown: Shutdown,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -41,12 +54,15 @@ impl WorkerHandle {
     /// `config.worker_id` is empty), so [`WorkerHandle::worker_id`] is the id
     /// the coordinator will see. If the thread or runtime cannot be created
     /// the failure is logged at error level and the handle does nothing.
+    /// Runs the built-ins, plus `exec` if `config.exec_allow` resolves (an
+    /// allow-list that does not is logged and `exec` left out; use
+    /// [`Worker::builder`] to get it as an error instead).
     pub fn spawn(config: WorkerConfig, log: Logger) -> WorkerHandle {
-        WorkerHandle::spawn_with_registry(config, TaskRegistry::with_builtins(), log)
+        let registry = builder::registry_for(&config, &log);
+        WorkerHandle::spawn_with_registry(config, registry, log)
     }
 
-    /// [`WorkerHandle::spawn`] running the task types of `registry` instead
-    /// of the built-ins.
+    /// [`WorkerHandle::spawn`] running exactly the task types of `registry`.
     pub fn spawn_with_registry(
         mut config: WorkerConfig,
         registry: TaskRegistry,
@@ -54,7 +70,7 @@ impl WorkerHandle {
     ) -> WorkerHandle {
         let worker_id = resolve_worker_id(&config);
         config.worker_id = worker_id.0.clone();
-        let shutdown = CancellationToken::new();
+        let shutdown = Shutdown::default();
         let token = shutdown.clone();
         let thread_log = log.clone();
         let thread = std::thread::Builder::new()
@@ -79,7 +95,20 @@ impl WorkerHandle {
     /// not call it from inside an async task. A handler stuck in blocking
     /// code keeps its task thread until it returns, but cannot send a result.
     pub fn stop(mut self) {
-        self.shutdown.cancel();
+        self.shutdown.stop.cancel();
+        self.join();
+    }
+
+    /// Drains the worker — it says `Draining`, takes no new task, lets
+    /// running ones finish within `drain-timeout-millis`, cancels the rest —
+    /// and joins its thread: the same path as SIGTERM to `taskyard-worker`
+    /// (see [`drain`]). Blocks the caller until the worker has stopped.
+    pub fn drain(mut self) {
+        self.shutdown.drain.cancel();
+        self.join();
+    }
+
+    fn join(&mut self) {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -87,10 +116,10 @@ impl WorkerHandle {
 }
 
 impl Drop for WorkerHandle {
-    /// A handle dropped without `stop` still shuts the worker down, but in
-    /// the background.
+    /// A handle dropped without `stop` or `drain` still shuts the worker
+    /// down at once, but in the background.
     fn drop(&mut self) {
-        self.shutdown.cancel();
+        self.shutdown.stop.cancel();
     }
 }
 
@@ -98,7 +127,7 @@ fn run_on_own_runtime(
     config: WorkerConfig,
     registry: TaskRegistry,
     log: Logger,
-    shutdown: CancellationToken,
+    shutdown: Shutdown,
 ) {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -109,14 +138,9 @@ fn run_on_own_runtime(
     }
 }
 
-/// Runs until `shutdown` is cancelled, reconnecting whenever the connection
-/// is lost. Runs the built-in task types. Used by the binary and by
-/// [`WorkerHandle`].
-pub async fn run(config: WorkerConfig, log: Logger, shutdown: CancellationToken) {
-    run_with_registry(config, TaskRegistry::with_builtins(), log, shutdown).await
-}
-
-/// [`run`] with the task types of `registry` instead of the built-ins.
+/// Runs the task types of `registry` until `shutdown.stop` is cancelled
+/// (or a drain requested by `shutdown.drain` completes), reconnecting
+/// whenever the connection is lost.
 ///
 /// Task handlers run on a runtime of their own (one thread per slot), while
 /// the connection, the heartbeat and the writer stay on the caller's: a
@@ -126,7 +150,7 @@ pub async fn run_with_registry(
     config: WorkerConfig,
     registry: TaskRegistry,
     log: Logger,
-    shutdown: CancellationToken,
+    shutdown: Shutdown,
 ) {
     match TaskRuntime::dedicated(config.capacity) {
         Ok(tasks) => run_with_task_runtime(config, registry, tasks, log, shutdown).await,
@@ -139,15 +163,21 @@ async fn run_with_task_runtime(
     registry: TaskRegistry,
     tasks: TaskRuntime,
     log: Logger,
-    shutdown: CancellationToken,
+    shutdown: Shutdown,
 ) {
     let worker_id = resolve_worker_id(&config);
     let log = log.new(o!("worker" => worker_id.to_string()));
     info!(log, "worker starting"; "coordinator" => &config.coordinator, "task_types" => registry.task_types().join(","));
+    let cleanup = exec::cleanup_time(&config);
+    let limits = pool::PoolLimits {
+        max_frame_bytes: config.max_frame_bytes,
+        cleanup_grace: cleanup,
+    };
     let pool = pool::TaskPool::new(
         config.capacity,
         registry,
         tasks,
+        limits,
         worker_id.clone(),
         log.clone(),
     );
@@ -155,6 +185,11 @@ async fn run_with_task_runtime(
         Ok(transport) => transport,
         Err(e) => return slog::error!(log, "cannot start worker"; "error" => e),
     };
+    let drain_limits = drain::DrainLimits {
+        timeout: Duration::from_millis(config.drain_timeout_millis),
+        cleanup,
+    };
+    let supervise = drain::supervise(pool.control(), shutdown.clone(), drain_limits, log.clone());
     let worker = connection::Worker {
         pool,
         transport,
@@ -166,7 +201,7 @@ async fn run_with_task_runtime(
         max_frame_bytes: config.max_frame_bytes,
         log,
     };
-    connection::run(worker, shutdown).await
+    tokio::join!(connection::run(worker, shutdown.stop), supervise);
 }
 
 /// `config.worker_id`, or a fresh `worker-` + 8 hex digits when it is empty.

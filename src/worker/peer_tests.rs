@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{timeout, Instant};
 use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
 
 mod blocking;
 
@@ -100,7 +101,10 @@ impl Harness {
             registry,
             tasks,
             log,
-            shutdown.clone(),
+            Shutdown {
+                stop: shutdown.clone(),
+                drain: CancellationToken::new(),
+            },
         ));
         Harness {
             listener,

@@ -3,6 +3,7 @@
 //! runtime — never on the threads of the connection and the heartbeat.
 
 use crate::protocol::{JobId, LeaseId, TaskOutcome, WorkerId, WorkerMessage};
+use crate::worker::progress;
 use crate::worker::task_runtime::TaskRuntime;
 use crate::worker::tasks::{TaskContext, TaskHandler, TaskRegistry};
 use futures_util::FutureExt;
@@ -10,10 +11,17 @@ use slog::{debug, o, warn, Logger};
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use tokio::sync::{mpsc, Semaphore};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 type Key = (JobId, LeaseId);
+
+/// Room left in a frame for everything of a `TaskResult` but the result
+/// bytes (ids, field names, MessagePack headers), with margin.
+pub const RESULT_FRAME_OVERHEAD: usize = 512;
+/// Longest failure message sent; longer ones are cut.
+pub const MAX_ERROR_BYTES: usize = 16 * 1024;
 
 /// One `TaskAssign`, as the pool needs it.
 #[derive(Debug, Clone)]
@@ -22,6 +30,20 @@ pub struct Assignment {
     pub lease: LeaseId,
     pub task_type: String,
     pub payload: Vec<u8>,
+    /// The attempt's deadline, counted from its arrival: the coordinator
+    /// revokes the lease then, and the worker cancels it itself as a
+    /// backstop in case the `TaskCancel` is lost.
+    pub timeout_ms: u64,
+}
+
+/// Bounds the pool applies to every attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolLimits {
+    /// A result that cannot fit in a frame fails permanently instead.
+    pub max_frame_bytes: usize,
+    /// How long a cancelled handler is still polled so that it can clean
+    /// up (an `exec` task killing its process group) before it is dropped.
+    pub cleanup_grace: Duration,
 }
 
 /// Shared by every connection of one worker, so the capacity bound holds
@@ -39,8 +61,19 @@ struct Slots {
     registry: Arc<TaskRegistry>,
     permits: Arc<Semaphore>,
     running: Arc<Mutex<HashMap<Key, CancellationToken>>>,
+    /// Attempts started and not yet completely finished (result queued or
+    /// dropped, clean-up done).
+    in_flight: Arc<watch::Sender<usize>>,
+    draining: CancellationToken,
+    limits: PoolLimits,
     worker_id: WorkerId,
     log: Logger,
+}
+
+/// The pool's controls for draining, usable while the connection owns the pool.
+#[derive(Clone)]
+pub struct PoolControl {
+    slots: Slots,
 }
 
 impl TaskPool {
@@ -49,6 +82,7 @@ impl TaskPool {
         capacity: u32,
         registry: TaskRegistry,
         runtime: TaskRuntime,
+        limits: PoolLimits,
         worker_id: WorkerId,
         log: Logger,
     ) -> Self {
@@ -56,10 +90,19 @@ impl TaskPool {
             registry: Arc::new(registry),
             permits: Arc::new(Semaphore::new(capacity as usize)),
             running: Arc::default(),
+            in_flight: Arc::new(watch::Sender::new(0)),
+            draining: CancellationToken::new(),
+            limits,
             worker_id,
             log,
         };
         TaskPool { slots, runtime }
+    }
+
+    pub fn control(&self) -> PoolControl {
+        PoolControl {
+            slots: self.slots.clone(),
+        }
     }
 
     /// Every task type this pool runs, sorted.
@@ -67,9 +110,15 @@ impl TaskPool {
         self.slots.registry.task_types()
     }
 
+    /// Cancelled once the worker drains: no new attempt is accepted.
+    pub fn draining(&self) -> &CancellationToken {
+        &self.slots.draining
+    }
+
     /// Starts the attempt in the background. It waits for a free slot, runs,
     /// and sends exactly one `TaskResult` to `results` unless its token (a
-    /// child of `parent`) is cancelled first, in which case it sends nothing.
+    /// child of `parent`) is cancelled first — by `cancel`, the connection
+    /// ending or its deadline passing — in which case it sends nothing.
     /// A second assignment of a (job, lease) already running is ignored.
     pub fn assign(
         &self,
@@ -92,8 +141,10 @@ impl TaskPool {
             running.insert(key, token.clone());
         }
         debug!(log, "task assigned"; "task_type" => &a.task_type);
+        self.slots.in_flight.send_modify(|n| *n += 1);
+        let done = InFlight(self.slots.in_flight.clone());
         self.runtime
-            .spawn(self.slots.clone().run(a, token, results, log));
+            .spawn(self.slots.clone().run(a, token, results, log, done));
     }
 
     /// Cancels the attempt under `lease`; no result will be sent for it.
@@ -104,6 +155,41 @@ impl TaskPool {
     }
 }
 
+impl PoolControl {
+    /// From now on the connection refuses assignments and tells the
+    /// coordinator; attempts already running go on.
+    pub fn begin_draining(&self) {
+        self.slots.draining.cancel();
+    }
+
+    pub fn in_flight(&self) -> usize {
+        *self.slots.in_flight.borrow()
+    }
+
+    /// Cancels every running attempt; none of them sends a result.
+    pub fn cancel_all(&self) {
+        for (_, token) in self.slots.running().drain() {
+            token.cancel();
+        }
+    }
+
+    /// Returns once no attempt is in flight (finished and cleaned up).
+    pub async fn idle(&self) {
+        let mut in_flight = self.slots.in_flight.subscribe();
+        let _ = in_flight.wait_for(|n| *n == 0).await;
+    }
+}
+
+/// Counts an attempt out of `in_flight` when dropped, however it ends
+/// (also when the runtime drops it at shutdown).
+struct InFlight(Arc<watch::Sender<usize>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 impl Slots {
     async fn run(
         self,
@@ -111,19 +197,25 @@ impl Slots {
         token: CancellationToken,
         results: mpsc::Sender<WorkerMessage>,
         log: Logger,
+        _done: InFlight,
     ) {
         let key = (a.job_id, a.lease);
+        let (reporter, reports) = progress::channel();
+        let forwarder = tokio::spawn(progress::forward(
+            reports,
+            a.job_id,
+            a.lease,
+            results.clone(),
+        ));
         let ctx = TaskContext {
             job_id: a.job_id,
             lease: a.lease,
             cancel: token.clone(),
             log: log.clone(),
+            progress: reporter,
         };
-        let outcome = tokio::select! {
-            biased;
-            _ = token.cancelled() => None,
-            outcome = self.acquire_and_run(ctx, &a.task_type, a.payload) => Some(outcome),
-        };
+        let outcome = self.run_until_cancelled(ctx, &a, &token, &log).await;
+        forwarder.abort();
         self.running().remove(&key);
         match outcome {
             Some(outcome) if !token.is_cancelled() => {
@@ -131,7 +223,7 @@ impl Slots {
                 let result = WorkerMessage::TaskResult {
                     job_id: a.job_id,
                     lease: a.lease,
-                    outcome,
+                    outcome: fit_in_frame(outcome, self.limits.max_frame_bytes),
                 };
                 if results.send(result).await.is_err() {
                     debug!(log, "connection gone; result dropped");
@@ -139,6 +231,37 @@ impl Slots {
             }
             _ => debug!(log, "task cancelled; no result sent"),
         }
+    }
+
+    /// The handler's outcome, or `None` if the attempt was cancelled or
+    /// reached its deadline first. A cancelled handler is polled for up to
+    /// `cleanup_grace` more, so it can stop what it started.
+    async fn run_until_cancelled(
+        &self,
+        ctx: TaskContext,
+        a: &Assignment,
+        token: &CancellationToken,
+        log: &Logger,
+    ) -> Option<TaskOutcome> {
+        let handler = self.acquire_and_run(ctx, &a.task_type, a.payload.clone());
+        tokio::pin!(handler);
+        let deadline = tokio::time::sleep(Duration::from_millis(a.timeout_ms));
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => {}
+            _ = deadline => {
+                debug!(log, "deadline passed; cancelling"; "timeout_ms" => a.timeout_ms);
+                token.cancel();
+            }
+            outcome = &mut handler => return Some(outcome),
+        }
+        if tokio::time::timeout(self.limits.cleanup_grace, handler)
+            .await
+            .is_err()
+        {
+            debug!(log, "cancelled handler did not return in time; dropped");
+        }
+        None
     }
 
     /// Holds a slot only while the handler runs; a panicking handler fails
@@ -170,5 +293,60 @@ async fn run_handler(handler: TaskHandler, ctx: TaskContext, payload: Vec<u8>) -
     match AssertUnwindSafe(handler(ctx, payload)).catch_unwind().await {
         Ok(outcome) => outcome,
         Err(_) => TaskOutcome::failed("task panicked"),
+    }
+}
+
+/// A result that cannot fit in a frame becomes a permanent failure (sending
+/// it would get the connection closed), and a failure message is cut to
+/// `MAX_ERROR_BYTES`, so every outcome can be sent.
+pub fn fit_in_frame(outcome: TaskOutcome, max_frame_bytes: usize) -> TaskOutcome {
+    let room = max_frame_bytes.saturating_sub(RESULT_FRAME_OVERHEAD);
+    match outcome {
+        TaskOutcome::Succeeded(bytes) if bytes.len() > room => {
+            TaskOutcome::failed_permanently(format!(
+                "result of {} bytes exceeds what fits in a frame: max-frame-bytes ({max_frame_bytes}) less {RESULT_FRAME_OVERHEAD} bytes of framing",
+                bytes.len()
+            ))
+        }
+        TaskOutcome::Failed { mut error, retryable } if error.len() > MAX_ERROR_BYTES.min(room) => {
+            let mut end = MAX_ERROR_BYTES.min(room);
+            while !error.is_char_boundary(end) {
+                end -= 1;
+            }
+            error.truncate(end);
+            error.push_str(" [truncated]");
+            TaskOutcome::Failed { error, retryable }
+        }
+        outcome => outcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_oversized_result_fails_permanently_and_a_long_error_is_cut() {
+        let ok = TaskOutcome::Succeeded(vec![0; 2048 - RESULT_FRAME_OVERHEAD]);
+        assert_eq!(fit_in_frame(ok.clone(), 2048), ok);
+        let big = TaskOutcome::Succeeded(vec![0; 2049 - RESULT_FRAME_OVERHEAD]);
+        match fit_in_frame(big, 2048) {
+            TaskOutcome::Failed {
+                error,
+                retryable: false,
+            } => {
+                assert!(error.starts_with("result of 1537 bytes exceeds"), "{error}")
+            }
+            other => panic!("expected a permanent failure, got {other:?}"),
+        }
+        let long = TaskOutcome::failed("é".repeat(MAX_ERROR_BYTES));
+        let TaskOutcome::Failed {
+            error,
+            retryable: true,
+        } = fit_in_frame(long, 1 << 20)
+        else {
+            panic!("still a retryable failure")
+        };
+        assert!(error.len() <= MAX_ERROR_BYTES + 12 && error.ends_with("[truncated]"));
     }
 }

@@ -1,9 +1,12 @@
-//! What a worker can run: a registry from task type name to handler, and the
-//! built-in `echo`, `sleep` and `fail` tasks.
+//! What a worker can run: a registry from task type name to handler, the
+//! context and error types handlers use, and the built-in `echo`, `sleep`
+//! and `fail` tasks (`exec` lives in `exec.rs`).
 
-use crate::protocol::payloads::BUILTIN_TASK_TYPES;
 use crate::protocol::payloads::{decode_builtin, validate_task_type, BuiltinTask, PayloadError};
+use crate::protocol::payloads::{BUILTIN_TASK_TYPES, EXEC_TASK_TYPE};
 use crate::protocol::{JobId, LeaseId, TaskOutcome};
+use crate::worker::exec::ExecTask;
+use crate::worker::progress::ProgressReporter;
 use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -22,6 +25,66 @@ pub struct TaskContext {
     pub cancel: CancellationToken,
     /// Already carries `job` and `lease`.
     pub log: slog::Logger,
+    pub(crate) progress: ProgressReporter,
+}
+
+impl TaskContext {
+    /// Reports how far the attempt has got (0–100; more counts as 100) and
+    /// what it is doing. Never blocks. At most one report per 250 ms reaches
+    /// the coordinator, but the latest is always sent once that window has
+    /// passed; reports after the attempt ended are dropped.
+    pub fn progress(&self, percent: u8, message: impl Into<String>) {
+        self.progress.report(percent, message);
+    }
+
+    /// A context for running a handler outside a worker (in a unit test):
+    /// fresh ids, a token nobody cancels, a discarding logger, progress
+    /// reports dropped.
+    pub fn detached() -> TaskContext {
+        TaskContext {
+            job_id: JobId::new_random(),
+            lease: LeaseId::new_random(),
+            cancel: CancellationToken::new(),
+            log: slog::Logger::root(slog::Discard, slog::o!()),
+            progress: ProgressReporter::default(),
+        }
+    }
+}
+
+/// How a custom task fails. A retryable failure is retried while the job's
+/// attempt budget lasts; a permanent one (bad input, a missing file every
+/// attempt would miss) fails the job at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    #[error("{0}")]
+    Retryable(String),
+    #[error("{0}")]
+    Permanent(String),
+}
+
+impl TaskError {
+    pub fn retryable(message: impl Into<String>) -> Self {
+        TaskError::Retryable(message.into())
+    }
+
+    pub fn permanent(message: impl Into<String>) -> Self {
+        TaskError::Permanent(message.into())
+    }
+}
+
+impl From<TaskError> for TaskOutcome {
+    fn from(e: TaskError) -> Self {
+        match e {
+            TaskError::Retryable(error) => TaskOutcome::failed(error),
+            TaskError::Permanent(error) => TaskOutcome::failed_permanently(error),
+        }
+    }
+}
+
+/// Decodes a MessagePack payload into `T` (any `serde` type); a payload of
+/// the wrong shape is a permanent failure naming what did not match.
+pub fn decode_payload<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, TaskError> {
+    rmp_serde::from_slice(payload).map_err(|e| TaskError::permanent(format!("payload: {e}")))
 }
 
 /// A task handler: given the attempt and its raw MessagePack payload,
@@ -69,6 +132,16 @@ impl TaskRegistry {
         Ok(())
     }
 
+    /// Adds the `exec` task with `exec`'s allow-list and limits.
+    pub fn add_exec(&mut self, exec: ExecTask) {
+        let exec = Arc::new(exec);
+        let handler: TaskHandler = Arc::new(move |ctx, payload| {
+            let exec = exec.clone();
+            Box::pin(async move { exec.run(ctx, payload).await })
+        });
+        self.handlers.insert(EXEC_TASK_TYPE.to_string(), handler);
+    }
+
     /// The handler for `task_type`, if this worker runs it.
     pub fn get(&self, task_type: &str) -> Option<TaskHandler> {
         self.handlers.get(task_type).cloned()
@@ -91,6 +164,9 @@ async fn run_builtin(task_type: &str, ctx: TaskContext, payload: Vec<u8>) -> Tas
         Ok(Some(BuiltinTask::Sleep { millis })) => {
             sleep_unless_cancelled(millis, &ctx.cancel).await
         }
+        Ok(Some(BuiltinTask::Exec(_))) => {
+            TaskOutcome::failed_permanently("exec is not enabled on this worker")
+        }
     }
 }
 
@@ -109,12 +185,7 @@ mod tests {
     use serde_json::{json, Value};
 
     fn context() -> TaskContext {
-        TaskContext {
-            job_id: JobId::new_random(),
-            lease: LeaseId::new_random(),
-            cancel: CancellationToken::new(),
-            log: slog::Logger::root(slog::Discard, slog::o!()),
-        }
+        TaskContext::detached()
     }
 
     async fn run(task_type: &str, payload: Value, ctx: TaskContext) -> TaskOutcome {

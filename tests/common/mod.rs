@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod jobs;
+pub mod processes;
 pub mod proxy;
 pub mod raw_worker;
 pub mod tasks;

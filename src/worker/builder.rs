@@ -1,0 +1,175 @@
+//! The public way to run a worker with task types of your own:
+//!
+//! ```no_run
+//! use taskyard::config::WorkerConfig;
+//! use taskyard::worker::{decode_payload, TaskError, Worker};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! Worker::builder(WorkerConfig::default())
+//!     .task("wordcount", |ctx, payload| async move {
+//!         let text: String = decode_payload(&payload)?;
+//!         ctx.progress(50, "counting");
+//!         if ctx.cancel.is_cancelled() {
+//!             return Err(TaskError::retryable("cancelled"));
+//!         }
+//!         Ok(text.split_whitespace().count().to_string().into_bytes())
+//!     })
+//!     .run()?; // until SIGINT/SIGTERM, then drains
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::config::WorkerConfig;
+use crate::logging::build_logger;
+use crate::protocol::payloads::{PayloadError, EXEC_TASK_TYPE};
+use crate::worker::allow::ResolveError;
+use crate::worker::drain::Shutdown;
+use crate::worker::exec::ExecTask;
+use crate::worker::tasks::{TaskContext, TaskError, TaskRegistry};
+use crate::worker::WorkerHandle;
+use slog::{error, Logger};
+use std::future::Future;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Why a worker could not be built or started.
+#[derive(Debug, Error)]
+pub enum BuildError {
+    #[error("task type {name:?}: {source}")]
+    TaskType { name: String, source: PayloadError },
+    #[error("key `exec-allow`: {0}")]
+    ExecAllow(#[from] ResolveError),
+    #[error("cannot start the worker runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// Entry point of the builder; see the module documentation.
+pub struct Worker;
+
+impl Worker {
+    /// A worker with the built-in task types (and `exec`, if
+    /// `config.exec_allow` is not empty) plus whatever `.task` adds.
+    pub fn builder(config: WorkerConfig) -> WorkerBuilder {
+        WorkerBuilder {
+            config,
+            registry: TaskRegistry::with_builtins(),
+            log: None,
+            error: None,
+        }
+    }
+}
+
+/// Collects task types and options; [`run`](WorkerBuilder::run) or
+/// [`spawn`](WorkerBuilder::spawn) starts the worker.
+pub struct WorkerBuilder {
+    config: WorkerConfig,
+    registry: TaskRegistry,
+    log: Option<Logger>,
+    error: Option<BuildError>,
+}
+
+impl WorkerBuilder {
+    /// Adds (or replaces) the handler for `name`. `Ok(bytes)` succeeds with
+    /// `bytes` as the result; `Err(TaskError::Retryable)` is retried while
+    /// the job's budget lasts; `Err(TaskError::Permanent)` fails the job at
+    /// once. The handler should return soon after `ctx.cancel` fires. An
+    /// invalid name is reported by `run`/`spawn`.
+    pub fn task<F, Fut>(mut self, name: &str, handler: F) -> Self
+    where
+        F: Fn(TaskContext, Vec<u8>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<u8>, TaskError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let registered = self.registry.register(name, move |ctx, payload| {
+            let run = handler(ctx, payload);
+            async move {
+                run.await
+                    .map_or_else(Into::into, crate::protocol::TaskOutcome::Succeeded)
+            }
+        });
+        if let (Err(source), None) = (registered, &self.error) {
+            self.error = Some(BuildError::TaskType {
+                name: name.to_string(),
+                source,
+            });
+        }
+        self
+    }
+
+    /// Logs to `log` instead of stderr in the config's level and format.
+    pub fn logger(mut self, log: Logger) -> Self {
+        self.log = Some(log);
+        self
+    }
+
+    /// Starts the worker on a thread of its own and returns at once.
+    pub fn spawn(self) -> Result<WorkerHandle, BuildError> {
+        let (config, registry, log) = self.prepare()?;
+        Ok(WorkerHandle::spawn_with_registry(config, registry, log))
+    }
+
+    /// Runs the worker on the calling thread until SIGINT or SIGTERM, then
+    /// drains it (see [`drain`](crate::worker::drain)); a second signal stops
+    /// it at once. Returns `Ok` once it has stopped. Do not call it from
+    /// inside an async runtime.
+    pub fn run(self) -> Result<(), BuildError> {
+        let (config, registry, log) = self.prepare()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let shutdown = Shutdown::default();
+        runtime.spawn(drain_on_signal(shutdown.clone(), log.clone()));
+        runtime.block_on(crate::worker::run_with_registry(
+            config, registry, log, shutdown,
+        ));
+        Ok(())
+    }
+
+    fn prepare(mut self) -> Result<(WorkerConfig, TaskRegistry, Logger), BuildError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if let Some(exec) = ExecTask::from_config(&self.config)? {
+            if self.registry.get(EXEC_TASK_TYPE).is_none() {
+                self.registry.add_exec(exec);
+            }
+        }
+        let log = self
+            .log
+            .unwrap_or_else(|| build_logger(self.config.log_level, self.config.log_format));
+        Ok((self.config, self.registry, log))
+    }
+}
+
+/// The built-ins, plus `exec` when `config` allows programs. An allow-list
+/// that does not resolve is logged and `exec` left out (config loading
+/// reports it as an error before this is reached).
+pub(crate) fn registry_for(config: &WorkerConfig, log: &Logger) -> TaskRegistry {
+    let mut registry = TaskRegistry::with_builtins();
+    match ExecTask::from_config(config) {
+        Ok(Some(exec)) => registry.add_exec(exec),
+        Ok(None) => {}
+        Err(e) => error!(log, "exec disabled: exec-allow does not resolve"; "reason" => %e),
+    }
+    registry
+}
+
+/// First SIGINT/SIGTERM: drain. Second: stop at once. If the handlers
+/// cannot be installed the worker runs until killed.
+async fn drain_on_signal(shutdown: Shutdown, log: Logger) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        error!(log, "cannot install signal handlers");
+        return;
+    };
+    for token in [&shutdown.drain, &shutdown.stop] {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        token.cancel();
+    }
+}

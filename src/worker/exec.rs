@@ -1,0 +1,249 @@
+//! The `exec` task: runs an allowed program without a shell, in a process
+//! group of its own, and succeeds with its stdout.
+//!
+//! Guarantees:
+//! - only programs whose canonical path is on the allow-list run; anything
+//!   else (and an invalid payload) fails permanently;
+//! - the environment is cleared, then `PATH` is set to the worker's and the
+//!   payload's `env` is added (it may override `PATH`); nothing else of the
+//!   worker's environment (tokens, credentials) reaches the program;
+//! - memory is bounded: stdout up to `max-output-bytes`, stderr's tail;
+//! - when the attempt is cancelled (coordinator cancel, deadline, drain
+//!   timeout) the whole group gets SIGTERM, then SIGKILL after
+//!   `exec-kill-grace-millis`, and the task ends only once no live process
+//!   of the group is left; when the program exits by itself, whatever it
+//!   left running in its group is killed too;
+//! - if the supervising future is dropped (worker runtime shut down), the
+//!   group is SIGKILLed.
+
+use crate::config::WorkerConfig;
+use crate::protocol::payloads::{decode_builtin, BuiltinTask, ExecSpec, EXEC_TASK_TYPE};
+use crate::protocol::TaskOutcome;
+use crate::worker::allow::{AllowList, ResolveError};
+use crate::worker::output::{HeadCapture, StderrCapture, STDERR_TAIL_BYTES};
+use crate::worker::process_group::{signal_group, wait_until_gone, GroupGuard};
+use crate::worker::tasks::TaskContext;
+use slog::{info, warn};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+/// How long to wait for a group to disappear after SIGKILL before giving up
+/// (and logging it): only a process stuck in the kernel survives that long.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+const READ_CHUNK: usize = 16 * 1024;
+
+/// The longest a cancelled `exec` attempt may take to clean up: the grace
+/// period, then the wait after SIGKILL.
+pub fn cleanup_time(config: &WorkerConfig) -> Duration {
+    Duration::from_millis(config.exec_kill_grace_millis) + KILL_WAIT
+}
+
+/// The `exec` task's settings, shared by all its attempts.
+#[derive(Debug, Clone)]
+pub struct ExecTask {
+    allow: AllowList,
+    max_output_bytes: usize,
+    kill_grace: Duration,
+}
+
+impl ExecTask {
+    /// `None` when `exec-allow` is empty (the worker does not offer `exec`).
+    pub fn from_config(config: &WorkerConfig) -> Result<Option<ExecTask>, ResolveError> {
+        let allow = AllowList::resolve(&config.exec_allow)?;
+        Ok((!allow.is_empty()).then(|| ExecTask {
+            allow,
+            max_output_bytes: config.max_output_bytes,
+            kill_grace: Duration::from_millis(config.exec_kill_grace_millis),
+        }))
+    }
+
+    /// Runs one attempt; see the module documentation.
+    pub async fn run(&self, ctx: TaskContext, payload: Vec<u8>) -> TaskOutcome {
+        let spec = match decode_builtin(EXEC_TASK_TYPE, &payload) {
+            Ok(Some(BuiltinTask::Exec(spec))) => spec,
+            Ok(_) => return TaskOutcome::failed_permanently("not an exec payload"),
+            Err(e) => return TaskOutcome::failed_permanently(e.to_string()),
+        };
+        let program = match self.allow.check(&spec.program) {
+            Ok(program) => program,
+            Err(e) => return TaskOutcome::failed_permanently(e.to_string()),
+        };
+        let child = match command(&program, &spec).spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                return TaskOutcome::failed(format!("cannot start {}: {e}", program.display()))
+            }
+        };
+        self.supervise(child, &program, spec.stdin, &ctx).await
+    }
+
+    async fn supervise(
+        &self,
+        mut child: Child,
+        program: &Path,
+        stdin: Option<String>,
+        ctx: &TaskContext,
+    ) -> TaskOutcome {
+        let pgid = child.id().map_or(0, |pid| pid as i32);
+        let mut guard = GroupGuard::new(pgid);
+        info!(ctx.log, "exec started"; "program" => %program.display(), "pgid" => pgid);
+        let io = collect_output(&mut child, stdin, self.max_output_bytes, ctx);
+        let finished = tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => None,
+            done = io => Some(done),
+        };
+        let outcome = match finished {
+            Some((stdout, stderr, status)) => {
+                // The rest of the group was sent SIGKILL when the program exited.
+                let _ = tokio::time::timeout(KILL_WAIT, wait_until_gone(pgid)).await;
+                outcome(program, status, stdout, stderr)
+            }
+            None => {
+                self.terminate(&mut child, pgid, ctx).await;
+                TaskOutcome::failed("cancelled")
+            }
+        };
+        guard.disarm();
+        outcome
+    }
+
+    /// SIGTERM to the group; SIGKILL if it is still there after the grace
+    /// period; returns once it is gone (or after `KILL_WAIT` more).
+    async fn terminate(&self, child: &mut Child, pgid: i32, ctx: &TaskContext) {
+        signal_group(pgid, libc::SIGTERM);
+        let gone = tokio::time::timeout(self.kill_grace, reap(child, pgid)).await;
+        if gone.is_err() {
+            signal_group(pgid, libc::SIGKILL);
+            if tokio::time::timeout(KILL_WAIT, reap(child, pgid))
+                .await
+                .is_err()
+            {
+                warn!(ctx.log, "exec process group survived SIGKILL"; "pgid" => pgid);
+                return;
+            }
+        }
+        info!(ctx.log, "exec process group stopped"; "pgid" => pgid, "killed" => gone.is_err());
+    }
+}
+
+fn command(program: &Path, spec: &ExecSpec) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.arg0(&spec.program).args(&spec.args).env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    cmd.envs(&spec.env);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    let stdin = if spec.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    cmd.stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Feeds stdin, reads both pipes to their end and reaps the program. Once
+/// the program has exited, the rest of its group is killed: a background
+/// child would otherwise hold the pipes open and the task would never end.
+async fn collect_output(
+    child: &mut Child,
+    stdin: Option<String>,
+    limit: usize,
+    ctx: &TaskContext,
+) -> (Vec<u8>, StderrCapture, std::io::Result<ExitStatus>) {
+    let pgid = child.id().map_or(0, |pid| pid as i32);
+    let input = child.stdin.take();
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let feed = async move {
+        if let (Some(mut pipe), Some(text)) = (input, stdin) {
+            // A program that exits without reading its input is not an error.
+            let _ = pipe.write_all(text.as_bytes()).await;
+        }
+    };
+    let wait = async {
+        let status = child.wait().await;
+        signal_group(pgid, libc::SIGKILL);
+        status
+    };
+    let (_, out, err, status) = tokio::join!(
+        feed,
+        read_stdout(stdout, limit),
+        read_stderr(stderr, limit.min(STDERR_TAIL_BYTES), ctx),
+        wait
+    );
+    (out, err, status)
+}
+
+async fn read_stdout(pipe: Option<impl AsyncRead + Unpin>, limit: usize) -> Vec<u8> {
+    let mut head = HeadCapture::new(limit);
+    if let Some(mut pipe) = pipe {
+        let mut buf = vec![0; READ_CHUNK];
+        while let Ok(n @ 1..) = pipe.read(&mut buf).await {
+            head.push(&buf[..n]);
+        }
+    }
+    head.finish()
+}
+
+async fn read_stderr(
+    pipe: Option<impl AsyncRead + Unpin>,
+    limit: usize,
+    ctx: &TaskContext,
+) -> StderrCapture {
+    let mut capture = StderrCapture::new(limit);
+    if let Some(mut pipe) = pipe {
+        let mut buf = vec![0; READ_CHUNK];
+        while let Ok(n @ 1..) = pipe.read(&mut buf).await {
+            for line in capture.push(&buf[..n]) {
+                ctx.progress(line.percent, line.message);
+            }
+        }
+    }
+    capture
+}
+
+/// Reaps the leader, then waits until no live process of its group is left.
+async fn reap(child: &mut Child, pgid: i32) {
+    let _ = child.wait().await;
+    wait_until_gone(pgid).await;
+}
+
+fn outcome(
+    program: &Path,
+    status: std::io::Result<ExitStatus>,
+    stdout: Vec<u8>,
+    stderr: StderrCapture,
+) -> TaskOutcome {
+    let (tail, _) = stderr.finish();
+    let stderr = if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {tail}")
+    };
+    let program = program.display();
+    match status {
+        Ok(status) if status.success() => TaskOutcome::Succeeded(stdout),
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => {
+                TaskOutcome::failed(format!("{program} exited with code {code}{stderr}"))
+            }
+            (_, Some(signal)) => {
+                TaskOutcome::failed(format!("{program} was killed by signal {signal}{stderr}"))
+            }
+            _ => TaskOutcome::failed(format!("{program} ended with {status}{stderr}")),
+        },
+        Err(e) => TaskOutcome::failed(format!("cannot wait for {program}: {e}")),
+    }
+}

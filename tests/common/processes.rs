@@ -1,0 +1,39 @@
+//! Looking at processes from the outside, independently of the worker's own
+//! bookkeeping: which live (non-zombie) processes are in a process group.
+
+use std::time::Duration;
+
+/// Pids of live (not zombie) processes whose process group is `pgid`.
+pub fn live_group_members(pgid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().take(3).collect();
+            let live = fields.first() != Some(&"Z");
+            (live && fields.get(2)?.parse::<i32>().ok()? == pgid).then_some(pid)
+        })
+        .collect()
+}
+
+/// Waits until a file holds a process group id (written by the program
+/// under test as `echo $$ > file`); returns it.
+pub fn read_pgid(path: &std::path::Path) -> i32 {
+    let mut pgid = None;
+    super::wait_until(
+        "the program wrote its pgid",
+        Duration::from_secs(10),
+        || {
+            pgid = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| text.trim().parse().ok());
+            pgid.is_some()
+        },
+    );
+    pgid.expect("pgid")
+}
