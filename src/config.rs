@@ -106,6 +106,10 @@ config_struct! {
         log_level: LogLevel = LogLevel::Info,
         /// text (human-readable) or json (one object per line).
         log_format: LogFormat = LogFormat::Text,
+        /// Address of the HTTP API, metrics and dashboard; empty turns it off.
+        http_listen: String = "127.0.0.1:7480".to_string(),
+        /// When set, clients must present this token (HTTP: `Authorization: Bearer`).
+        client_token: Option<String> = None,
     }
 }
 
@@ -243,7 +247,24 @@ impl Validate for CoordinatorConfig {
         at_least("default-max-attempts", self.default_max_attempts.into(), 1)?;
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
         at_least("max-result-bytes", self.max_result_bytes as u64, 1)?;
+        self.http_addr()?;
         frame_size(self.max_frame_bytes)
+    }
+}
+
+impl CoordinatorConfig {
+    /// The HTTP listener's address, `None` when `http-listen` is empty.
+    pub fn http_addr(&self) -> Result<Option<SocketAddr>, Invalid> {
+        let text = self.http_listen.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(|_| {
+            (
+                "http-listen".to_string(),
+                format!("{text:?} is not host:port (or empty to disable)"),
+            )
+        })
     }
 }
 

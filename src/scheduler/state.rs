@@ -10,6 +10,7 @@ use crate::protocol::{
 };
 use crate::scheduler::counts::StateCounts;
 use crate::scheduler::job::{Job, OrderKey};
+use crate::scheduler::metrics::{seconds_between, Metrics};
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
@@ -96,6 +97,8 @@ pub struct CoordinatorState {
     dirty: Vec<JobId>,
     dirty_set: HashSet<JobId>,
     pub(super) effects: Vec<Effect>,
+    /// Counters and histograms for `/metrics`; never read by scheduling.
+    pub(super) metrics: Metrics,
 }
 
 impl CoordinatorState {
@@ -118,6 +121,7 @@ impl CoordinatorState {
             dirty: Vec::new(),
             dirty_set: HashSet::new(),
             effects: Vec::new(),
+            metrics: Metrics::default(),
         }
     }
 
@@ -138,8 +142,12 @@ impl CoordinatorState {
         }
         let job = match self.admit(req, now) {
             Ok(job) => job,
-            Err(reason) => return SubmitAnswer::Rejected(SubmitRejected { reason }),
+            Err(reason) => {
+                self.metrics.rejected += 1;
+                return SubmitAnswer::Rejected(SubmitRejected { reason });
+            }
         };
+        self.metrics.submitted += 1;
         let (job_id, no_worker) = (job.id, !self.workers.advertised(&job.task_type));
         info!(self.log, "job submitted"; "job" => %job_id, "task_type" => &job.task_type,
               "priority" => %job.priority, "sequence" => job.sequence);
@@ -326,9 +334,38 @@ impl CoordinatorState {
             self.active_jobs += 1;
         }
         let job = job.clone();
+        self.record_transition(&job, from, now);
         self.index(&job, now);
         self.mark_dirty(id);
         true
+    }
+
+    /// Counts a transition that `transition` just applied to `job`.
+    fn record_transition(&mut self, job: &Job, from: JobState, now: i64) {
+        let m = &mut self.metrics;
+        if from == JobState::Running {
+            if let Some(at) = job.assigned_at {
+                m.run_time.observe(seconds_between(at, now));
+            }
+        }
+        match job.state {
+            JobState::Succeeded => m.succeeded += 1,
+            JobState::Failed => m.failed += 1,
+            JobState::Cancelled => m.cancelled += 1,
+            JobState::RetryWait => m.retried += 1,
+            JobState::Running if job.attempts == 1 => m
+                .submit_to_start
+                .observe(seconds_between(job.submitted_at, now)),
+            _ => {}
+        }
+        if job.state.is_terminal() {
+            m.throughput.record(now);
+        }
+    }
+
+    /// For the `Coordinator`, which records persistence batches.
+    pub fn metrics_mut(&mut self) -> &mut Metrics {
+        &mut self.metrics
     }
 
     pub(super) fn mark_dirty(&mut self, id: JobId) {

@@ -1,0 +1,61 @@
+//! The client-port rule, applied to HTTP: when `client-token` is set, every
+//! request but `/healthz` must carry `Authorization: Bearer TOKEN`.
+
+use crate::http::error::ApiError;
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{web, Error, ResponseError};
+
+/// The configured token, if any; shared by every worker thread.
+#[derive(Debug, Clone, Default)]
+pub struct AuthToken(pub Option<String>);
+
+/// Paths anyone may call: liveness must work for probes that hold no secret.
+const OPEN_PATHS: [&str; 1] = ["/healthz"];
+
+/// Middleware: refuses a request without the right token with 401 and the
+/// usual JSON error body.
+pub async fn require_token(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    let expected = req
+        .app_data::<web::Data<AuthToken>>()
+        .and_then(|t| t.0.clone());
+    let allowed = match expected {
+        None => true,
+        Some(token) => OPEN_PATHS.contains(&req.path()) || presented(&req, &token),
+    };
+    if !allowed {
+        let response = ApiError::unauthorized().error_response();
+        return Ok(req.into_response(response).map_into_right_body());
+    }
+    Ok(next.call(req).await?.map_into_left_body())
+}
+
+fn presented(req: &ServiceRequest, token: &str) -> bool {
+    req.headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|given| constant_time_eq(given.trim().as_bytes(), token.as_bytes()))
+}
+
+/// Compares without an early exit, so response timing does not reveal how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn tokens_compare_exactly() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+    }
+}
