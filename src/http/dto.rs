@@ -63,10 +63,14 @@ impl ApiJob {
     }
 }
 
-/// A result is MessagePack when a task wrote one, else shown as text.
+/// Results are bytes a task chose: text when they are UTF-8 (as the CLI
+/// prints them), else their MessagePack decoding, else lossy text.
 fn bytes_as_json(bytes: &[u8]) -> Value {
-    decode_value(bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Value::String(text.to_string()),
+        Err(_) => decode_value(bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned())),
+    }
 }
 
 /// `GET /api/jobs`: one page, the cursor for the next, counts per state.
