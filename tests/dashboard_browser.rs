@@ -58,7 +58,10 @@ impl Chromedriver {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + WAIT;
         while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not listen on {addr}");
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not listen on {addr}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Chromedriver {
@@ -145,32 +148,65 @@ async fn dashboard_shows_workers_and_jobs_and_cancels_a_running_job() {
     let http = cluster.http();
     let page = browser(&driver, profile.path()).await;
     page.set_window_size(1280, 800).await.expect("window size");
-    page.goto(&format!("http://{}/", http.addr)).await.expect("open dashboard");
+    page.goto(&format!("http://{}/", http.addr))
+        .await
+        .expect("open dashboard");
 
     let workers = eventually("both workers in the workers table", || async {
         let rows = texts(&page, "#workers tbody tr[data-worker]").await;
         (rows.len() == 2).then_some(rows)
     })
     .await;
-    assert!(workers.iter().any(|r| r.contains("worker-0") && r.contains("0 / 2")), "{workers:?}");
+    assert!(
+        workers
+            .iter()
+            .any(|r| r.contains("worker-0") && r.contains("0 / 2")),
+        "{workers:?}"
+    );
 
     // The long job through the dashboard's own form; a few quick ones by API.
-    let payload = page.find(Locator::Id("submit-payload")).await.expect("payload input");
+    let payload = page
+        .find(Locator::Id("submit-payload"))
+        .await
+        .expect("payload input");
     payload.clear().await.expect("clear");
-    payload.send_keys(r#"{"millis": 60000}"#).await.expect("type payload");
-    page.find(Locator::Id("submit-button")).await.expect("button").click().await.expect("submit");
+    payload
+        .send_keys(r#"{"millis": 60000}"#)
+        .await
+        .expect("type payload");
+    page.find(Locator::Id("submit-button"))
+        .await
+        .expect("button")
+        .click()
+        .await
+        .expect("submit");
     for i in 0..3 {
-        submit_over_api(&http, json!({ "task_type": "echo", "payload": { "message": format!("hello {i}") } }));
+        submit_over_api(
+            &http,
+            json!({ "task_type": "echo", "payload": { "message": format!("hello {i}") } }),
+        );
     }
-    submit_over_api(&http, json!({ "task_type": "fail", "payload": { "message": "boom" }, "max_attempts": 1 }));
+    submit_over_api(
+        &http,
+        json!({ "task_type": "fail", "payload": { "message": "boom" }, "max_attempts": 1 }),
+    );
 
-    eventually("recent jobs to show the finished and the running jobs", || async {
-        let done = page.find_all(Locator::Css("#jobs tr[data-state=SUCCEEDED]")).await.ok()?;
-        let failed = texts(&page, "#jobs tr[data-state=FAILED]").await;
-        let running = page.find_all(Locator::Css("#jobs tr[data-state=RUNNING]")).await.ok()?;
-        (done.len() == 3 && failed.iter().any(|r| r.contains("boom")) && running.len() == 1)
-            .then_some(())
-    })
+    eventually(
+        "recent jobs to show the finished and the running jobs",
+        || async {
+            let done = page
+                .find_all(Locator::Css("#jobs tr[data-state=SUCCEEDED]"))
+                .await
+                .ok()?;
+            let failed = texts(&page, "#jobs tr[data-state=FAILED]").await;
+            let running = page
+                .find_all(Locator::Css("#jobs tr[data-state=RUNNING]"))
+                .await
+                .ok()?;
+            (done.len() == 3 && failed.iter().any(|r| r.contains("boom")) && running.len() == 1)
+                .then_some(())
+        },
+    )
     .await;
     eventually("the workers table to show one slot in use", || async {
         let rows = texts(&page, "#workers tbody tr[data-worker]").await;
@@ -178,8 +214,15 @@ async fn dashboard_shows_workers_and_jobs_and_cancels_a_running_job() {
     })
     .await;
 
-    let running = page.find(Locator::Css("#jobs tr[data-state=RUNNING]")).await.expect("row");
-    let job_id = running.attr("data-job").await.expect("attr").expect("job id");
+    let running = page
+        .find(Locator::Css("#jobs tr[data-state=RUNNING]"))
+        .await
+        .expect("row");
+    let job_id = running
+        .attr("data-job")
+        .await
+        .expect("attr")
+        .expect("job id");
     running.click().await.expect("open detail");
     eventually("the detail view of the running job", || async {
         let state = texts(&page, "#detail-state").await;
@@ -189,7 +232,12 @@ async fn dashboard_shows_workers_and_jobs_and_cancels_a_running_job() {
     .await;
     save_screenshot(&page).await;
 
-    page.find(Locator::Id("cancel-button")).await.expect("cancel").click().await.expect("click");
+    page.find(Locator::Id("cancel-button"))
+        .await
+        .expect("cancel")
+        .click()
+        .await
+        .expect("click");
     eventually("the detail view to show CANCELLED", || async {
         (texts(&page, "#detail-state").await == ["CANCELLED"]).then_some(())
     })
@@ -197,21 +245,35 @@ async fn dashboard_shows_workers_and_jobs_and_cancels_a_running_job() {
     let job = http.get(&format!("/api/jobs/{job_id}")).json();
     assert_eq!(job["state"], "CANCELLED");
     assert_eq!(job["history"][0]["outcome"]["kind"], "cancelled");
-    let state = attribute(&page, &format!("#jobs tr[data-job='{job_id}']"), "data-state").await;
+    let state = attribute(
+        &page,
+        &format!("#jobs tr[data-job='{job_id}']"),
+        "data-state",
+    )
+    .await;
     assert_eq!(state.as_deref(), Some("CANCELLED"));
 
     page.set_window_size(390, 844).await.expect("phone width");
     let overflow = page
-        .execute("return document.documentElement.scrollWidth - window.innerWidth;", vec![])
+        .execute(
+            "return document.documentElement.scrollWidth - window.innerWidth;",
+            vec![],
+        )
         .await
         .expect("measure");
-    assert!(overflow.as_i64().unwrap_or(1) <= 0, "page scrolls sideways at phone width: {overflow}");
+    assert!(
+        overflow.as_i64().unwrap_or(1) <= 0,
+        "page scrolls sideways at phone width: {overflow}"
+    );
     page.close().await.expect("close the browser");
 }
 
-/// Writes the screenshot to `target/dashboard.png`.
+/// Writes a screenshot of the whole page at desktop width (the window made
+/// tall enough for the job detail) to `target/dashboard.png`.
 async fn save_screenshot(page: &Client) {
+    page.set_window_size(1280, 1280).await.expect("tall window");
     let png = page.screenshot().await.expect("screenshot");
+    page.set_window_size(1280, 800).await.expect("window size");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .expect("target dir")

@@ -61,7 +61,7 @@ struct ExpectQuery(oneshot::Sender<QueryResult>);
 impl Bridge {
     fn mint(&mut self) -> u64 {
         self.next_id += 1;
-        if self.next_id % 64 == 0 {
+        if self.next_id.is_multiple_of(64) {
             self.clients.retain(|_, tx| !tx.is_closed());
             self.queries.retain(|_, tx| !tx.is_closed());
         }

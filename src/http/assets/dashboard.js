@@ -37,13 +37,15 @@ function age(ms) {
   return Math.round(ms / 60000) + " min";
 }
 
+const STATES = ["QUEUED", "RUNNING", "RETRY_WAIT", "SUCCEEDED", "FAILED", "CANCELLED"];
+const PRIORITIES = ["high", "normal", "low"];
+
 function renderStats(stats) {
-  const counts = $("#counts");
-  counts.replaceChildren(...Object.entries(stats.jobs).map(([state, n]) =>
-    el("div", { class: "count", "data-state": state }, el("b", {}, String(n)), state)));
-  const queues = $("#queues");
-  queues.replaceChildren(...Object.entries(stats.queue_depth.by_priority).map(([p, n]) =>
-    el("div", { class: "count", "data-priority": p }, el("b", {}, String(n)), p)));
+  $("#counts").replaceChildren(...STATES.map((state) =>
+    el("div", { class: "count", "data-state": state }, el("b", {}, String(stats.jobs[state] ?? 0)), state)));
+  const depth = stats.queue_depth.by_priority;
+  $("#queues").replaceChildren(...PRIORITIES.map((p) =>
+    el("div", { class: "count", "data-priority": p }, el("b", {}, String(depth[p] ?? 0)), p)));
   const series = stats.throughput.per_second;
   const max = Math.max(1, ...series);
   const points = series.map((n, i) => `${(i * 240) / (series.length - 1)},${38 - (n / max) * 36}`);
@@ -59,7 +61,7 @@ function renderWorkers(workers) {
     el("td", {}, `${w.active} / ${w.capacity}`),
     el("td", {}, age(w.heartbeat_age_ms) + " ago"),
     el("td", {}, w.draining ? "yes" : "no"),
-    el("td", { class: "hide-narrow" }, w.task_types.join(", "))));
+    el("td", { class: "hide-narrow wrap" }, w.task_types.join(", "))));
   if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "5", class: "muted" }, "no workers connected")));
   $("#workers tbody").replaceChildren(...rows);
 }
