@@ -4,6 +4,9 @@
 //! actor for persistence batches. Fixed-size storage: recording never
 //! allocates, so it costs nothing noticeable on the scheduling hot path.
 
+use crate::protocol::JobState;
+use crate::scheduler::job::Job;
+
 /// Buckets (upper bounds, seconds) for waits and run times: 1 ms to 10 min.
 pub const SECONDS_BUCKETS: [f64; 14] = [
     0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 600.0,
@@ -143,6 +146,31 @@ impl Default for Metrics {
             batch_rows: Histogram::new(&BATCH_BUCKETS),
             commit_latency: Histogram::new(&COMMIT_BUCKETS),
             throughput: Throughput::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts a transition `CoordinatorState::transition` just applied to
+    /// `job` (already in its new state) from `from`.
+    pub fn record_transition(&mut self, job: &Job, from: JobState, now: i64) {
+        if from == JobState::Running {
+            if let Some(at) = job.assigned_at {
+                self.run_time.observe(seconds_between(at, now));
+            }
+        }
+        match job.state {
+            JobState::Succeeded => self.succeeded += 1,
+            JobState::Failed => self.failed += 1,
+            JobState::Cancelled => self.cancelled += 1,
+            JobState::RetryWait => self.retried += 1,
+            JobState::Running if job.attempts == 1 => self
+                .submit_to_start
+                .observe(seconds_between(job.submitted_at, now)),
+            _ => {}
+        }
+        if job.state.is_terminal() {
+            self.throughput.record(now);
         }
     }
 }

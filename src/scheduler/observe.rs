@@ -105,6 +105,11 @@ impl CoordinatorState {
         }
     }
 
+    /// For the `Coordinator`, which records persistence batches.
+    pub fn metrics_mut(&mut self) -> &mut Metrics {
+        &mut self.metrics
+    }
+
     /// Everything `/api/stats` and `/metrics` report, at `now`.
     pub fn stats(&self, now: i64) -> StatsSnapshot {
         let present = self.state_counts.counts(None);

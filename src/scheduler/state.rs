@@ -10,7 +10,7 @@ use crate::protocol::{
 };
 use crate::scheduler::counts::StateCounts;
 use crate::scheduler::job::{Job, OrderKey};
-use crate::scheduler::metrics::{seconds_between, Metrics};
+use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
@@ -334,38 +334,10 @@ impl CoordinatorState {
             self.active_jobs += 1;
         }
         let job = job.clone();
-        self.record_transition(&job, from, now);
+        self.metrics.record_transition(&job, from, now);
         self.index(&job, now);
         self.mark_dirty(id);
         true
-    }
-
-    /// Counts a transition that `transition` just applied to `job`.
-    fn record_transition(&mut self, job: &Job, from: JobState, now: i64) {
-        let m = &mut self.metrics;
-        if from == JobState::Running {
-            if let Some(at) = job.assigned_at {
-                m.run_time.observe(seconds_between(at, now));
-            }
-        }
-        match job.state {
-            JobState::Succeeded => m.succeeded += 1,
-            JobState::Failed => m.failed += 1,
-            JobState::Cancelled => m.cancelled += 1,
-            JobState::RetryWait => m.retried += 1,
-            JobState::Running if job.attempts == 1 => m
-                .submit_to_start
-                .observe(seconds_between(job.submitted_at, now)),
-            _ => {}
-        }
-        if job.state.is_terminal() {
-            m.throughput.record(now);
-        }
-    }
-
-    /// For the `Coordinator`, which records persistence batches.
-    pub fn metrics_mut(&mut self) -> &mut Metrics {
-        &mut self.metrics
     }
 
     pub(super) fn mark_dirty(&mut self, id: JobId) {
