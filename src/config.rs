@@ -132,6 +132,8 @@ config_struct! {
         log_level: LogLevel = LogLevel::Info,
         /// text (human-readable) or json (one object per line).
         log_format: LogFormat = LogFormat::Text,
+        /// Address of the HTTP API, metrics and dashboard; empty turns it off.
+        http_listen: String = "127.0.0.1:7480".to_string(),
     }
 }
 
@@ -225,9 +227,46 @@ impl CoordinatorConfig {
         !self.tls_cert.as_os_str().is_empty()
     }
 
+    fn require_token(
+        &self,
+        key: &str,
+        addr: SocketAddr,
+        token_key: &str,
+        set: bool,
+    ) -> Result<(), Invalid> {
+        if set {
+            return Ok(());
+        }
+        Err((
+            token_key.into(),
+            format!("{key} {addr} is not a loopback address: set {token_key} or {token_key}-file"),
+        ))
+    }
+
+    /// The HTTP listener has no TLS: off loopback it needs the client
+    /// token and `allow-plaintext`.
+    fn check_http_exposure(&self) -> Result<(), Invalid> {
+        let Some(addr) = self.http_addr()?.filter(|a| !a.ip().is_loopback()) else {
+            return Ok(());
+        };
+        self.require_token(
+            "http-listen",
+            addr,
+            "client-token",
+            self.client_secret()?.is_some(),
+        )?;
+        if !self.allow_plaintext {
+            return Err(("allow-plaintext".into(), format!(
+                "http-listen {addr} is not a loopback address and serves plain HTTP: put it behind a TLS proxy and set allow-plaintext = true"
+            )));
+        }
+        Ok(())
+    }
+
     /// Secure by default: a listener reachable from other machines needs a
     /// token, and TLS unless `allow-plaintext` is set.
     fn check_exposure(&self) -> Result<(), Invalid> {
+        self.check_http_exposure()?;
         let listeners = [
             (
                 "client-listen",
@@ -246,6 +285,7 @@ impl CoordinatorConfig {
             if addr.ip().is_loopback() {
                 continue;
             }
+            self.require_token(key, addr, token_key, token.is_some())?;
             if token.is_none() {
                 return Err((
                     token_key.into(),
@@ -412,7 +452,24 @@ impl Validate for CoordinatorConfig {
         }
         self.check_exposure()?;
         at_least("max-result-bytes", self.max_result_bytes as u64, 1)?;
+        self.http_addr()?;
         frame_size(self.max_frame_bytes)
+    }
+}
+
+impl CoordinatorConfig {
+    /// The HTTP listener's address, `None` when `http-listen` is empty.
+    pub fn http_addr(&self) -> Result<Option<SocketAddr>, Invalid> {
+        let text = self.http_listen.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(|_| {
+            (
+                "http-listen".to_string(),
+                format!("{text:?} is not host:port (or empty to disable)"),
+            )
+        })
     }
 }
 

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod http;
 pub mod logging;
 pub mod protocol;
 pub mod scheduler;

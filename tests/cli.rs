@@ -132,7 +132,7 @@ fn dev_runs_a_working_cluster_and_stops_on_ctrl_c() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(
         dir.path().join("dev.toml"),
-        "client-listen = \"127.0.0.1:0\"\nworker-listen = \"127.0.0.1:0\"\n",
+        "client-listen = \"127.0.0.1:0\"\nworker-listen = \"127.0.0.1:0\"\nhttp-listen = \"127.0.0.1:0\"\n",
     )
     .expect("write config");
     let mut dev = Command::new(env!("CARGO_BIN_EXE_taskyard"))

@@ -56,6 +56,7 @@ fn start_coordinator(db: &Path, ports: &Ports, log: &Path) -> Child {
         .arg(db)
         .args(["--client-listen", &ports.client.to_string()])
         .args(["--worker-listen", &ports.worker.to_string()])
+        .arg("--http-listen=127.0.0.1:0")
         .args([
             "--sweep-interval-millis",
             "50",

@@ -23,6 +23,7 @@ fn coordinator_binary(db: &std::path::Path) -> std::process::Output {
             "127.0.0.1:0",
             "--worker-listen",
             "127.0.0.1:0",
+            "--http-listen=127.0.0.1:0",
         ])
         .output()
         .expect("run taskyard-coordinator")

@@ -3,6 +3,7 @@
 //! committed.
 
 use crate::protocol::{ClientResponse, CoordinatorToWorker};
+use crate::scheduler::{JobPage, StatsSnapshot};
 use actix::{Message, Recipient};
 use std::collections::VecDeque;
 
@@ -23,10 +24,29 @@ pub struct ClientAnswer {
     pub response: ClientResponse,
 }
 
+/// Coordinator → the HTTP API: the answer to `Query` `request_id`, released
+/// like a `ClientAnswer` only once everything it shows is durable.
+#[derive(Message, Debug, Clone, PartialEq)]
+#[rtype(result = "()")]
+pub struct QueryAnswer {
+    pub request_id: u64,
+    pub result: QueryResult,
+}
+
+/// What a `Query` found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryResult {
+    Jobs(JobPage),
+    Stats(Box<StatsSnapshot>),
+    /// Everything committed so far is durable and the coordinator answers.
+    Ready,
+}
+
 /// One held effect and where it goes.
 pub enum Delivery {
     Worker(Recipient<SendToWorker>, SendToWorker),
     Client(Recipient<ClientAnswer>, ClientAnswer),
+    Query(Recipient<QueryAnswer>, QueryAnswer),
 }
 
 impl Delivery {
@@ -36,6 +56,7 @@ impl Delivery {
         match self {
             Delivery::Worker(to, message) => to.do_send(message),
             Delivery::Client(to, message) => to.do_send(message),
+            Delivery::Query(to, message) => to.do_send(message),
         }
     }
 }

@@ -44,6 +44,8 @@ pub enum StartError {
 pub struct CoordinatorServer {
     pub client_addr: SocketAddr,
     pub worker_addr: SocketAddr,
+    /// The HTTP listener's bound address; `None` when `http-listen` is empty.
+    pub http_addr: Option<SocketAddr>,
     pub coordinator: Addr<Coordinator>,
     pub recovery: RecoverySummary,
 }
@@ -67,23 +69,30 @@ impl CoordinatorServer {
               "millis" => started.elapsed().as_millis() as u64);
         let clients = bind("client-listen", config.client_listen).await?;
         let workers = bind("worker-listen", config.worker_listen).await?;
+        let http = bind_http(config)?;
         let (client_addr, worker_addr) = (
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
         let persistence = start_persistence(store, log.clone());
         let coordinator =
-            Coordinator::new(state, clock, persistence.recipient(), log.clone()).start();
+            Coordinator::new(state, clock.clone(), persistence.recipient(), log.clone()).start();
         Sweeper {
             coordinator: coordinator.clone(),
             interval: Duration::from_millis(config.sweep_interval_millis),
         }
         .start();
         listeners.spawn(clients, workers, &coordinator, &log);
-        info!(log, "coordinator listening"; "clients" => %client_addr, "workers" => %worker_addr);
+        let http_addr = match http {
+            Some(listener) => Some(spawn_http(listener, &coordinator, clock, config)?),
+            None => None,
+        };
+        info!(log, "coordinator listening"; "clients" => %client_addr, "workers" => %worker_addr,
+              "http" => http_addr.map_or_else(|| "off".to_string(), |a| a.to_string()));
         Ok(CoordinatorServer {
             client_addr,
             worker_addr,
+            http_addr,
             coordinator,
             recovery,
         })
@@ -96,6 +105,48 @@ async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartE
         addr,
         reason: e.to_string(),
     })
+}
+
+/// Binds `http-listen` (if set) with the other listeners, so a bad address
+/// fails start-up before anything is served.
+fn bind_http(config: &CoordinatorConfig) -> Result<Option<std::net::TcpListener>, StartError> {
+    let addr = config
+        .http_addr()
+        .map_err(|(key, reason)| StartError::Config { key, reason })?;
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| StartError::Bind {
+        key: "http-listen",
+        addr,
+        reason: e.to_string(),
+    })?;
+    Ok(Some(listener))
+}
+
+/// Starts actix-web on the bound listener, talking to `coordinator`.
+fn spawn_http(
+    listener: std::net::TcpListener,
+    coordinator: &Addr<Coordinator>,
+    clock: Arc<dyn Clock>,
+    config: &CoordinatorConfig,
+) -> Result<SocketAddr, StartError> {
+    let addr = listener.local_addr().map_err(|e| StartError::Bind {
+        key: "http-listen",
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        reason: e.to_string(),
+    })?;
+    let link = crate::http::CoordinatorLink::start(coordinator.clone(), clock);
+    let token = config
+        .client_secret()
+        .map_err(|(key, reason)| StartError::Config { key, reason })?;
+    let server = crate::http::serve(listener, link, token).map_err(|e| StartError::Bind {
+        key: "http-listen",
+        addr,
+        reason: e.to_string(),
+    })?;
+    actix_rt::spawn(server);
+    Ok(addr)
 }
 
 fn local_addr(listener: &TcpListener, key: &'static str) -> Result<SocketAddr, StartError> {
@@ -208,6 +259,7 @@ impl Listeners {
 pub struct CoordinatorHandle {
     pub client_addr: SocketAddr,
     pub worker_addr: SocketAddr,
+    pub http_addr: Option<SocketAddr>,
     pub recovery: RecoverySummary,
     coordinator: Addr<Coordinator>,
     system: actix::System,
@@ -238,6 +290,7 @@ impl CoordinatorHandle {
         Ok(CoordinatorHandle {
             client_addr: server.client_addr,
             worker_addr: server.worker_addr,
+            http_addr: server.http_addr,
             recovery: server.recovery,
             coordinator: server.coordinator,
             system,

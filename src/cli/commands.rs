@@ -1,6 +1,7 @@
 //! One function per subcommand: connect, ask, render, choose the exit code.
 
 use crate::cli::output::{self, emit, warn};
+use crate::cli::spinner::Spinner;
 use crate::cli::time::format_millis;
 use crate::cli::{CliError, Context, Exit, ListArgs, RetryArgs, StatusArgs, SubmitArgs, WaitArgs};
 use crate::client::{CancelOutcome, Client, WaitOutcome};
@@ -167,15 +168,20 @@ fn wait_and_report(
 ) -> Result<Exit, CliError> {
     let timeout = Duration::from_secs(timeout_secs);
     let mut last_progress = None;
+    let mut spinner = Spinner::for_stderr(ctx.json);
     let show_progress = |view: &JobView| {
         if !ctx.json && view.progress != last_progress {
             if let Some(p) = &view.progress {
+                spinner.clear();
                 warn(&format!("progress {}", output::progress_text(p)));
             }
             last_progress = view.progress.clone();
         }
+        spinner.tick(view);
     };
-    match client.wait_watching(job_id, timeout, WAIT_POLL_INTERVAL, show_progress)? {
+    let outcome = client.wait_watching(job_id, timeout, WAIT_POLL_INTERVAL, show_progress);
+    spinner.clear();
+    match outcome? {
         WaitOutcome::Finished(job) => {
             emit_job(ctx, &job, output::finished)?;
             Ok(finished_exit(job.state))

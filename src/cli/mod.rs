@@ -9,6 +9,7 @@ pub mod commands;
 pub mod dev;
 pub mod exit;
 pub mod output;
+pub mod spinner;
 pub mod time;
 
 pub use exit::{CliError, Exit, EXIT_CODES, EXIT_CODES_HELP};

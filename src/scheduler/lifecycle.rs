@@ -113,6 +113,7 @@ impl CoordinatorState {
                     j.lease.map(|l| l.to_string())
                 ),
             };
+            self.metrics.stale_results += 1;
             warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
                   "worker" => %worker, "reason" => &reason);
             return Err(StaleResult { reason });

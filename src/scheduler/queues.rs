@@ -54,6 +54,16 @@ impl ReadyQueues {
         self.len == 0
     }
 
+    /// Ready jobs per (task type, base priority), non-empty FIFOs only.
+    pub fn depths(&self) -> impl Iterator<Item = (&str, Priority, usize)> + '_ {
+        self.by_type.iter().flat_map(|(task_type, levels)| {
+            Priority::ALL.into_iter().filter_map(move |p| {
+                let n = levels[usize::from(p.level())].len();
+                (n > 0).then_some((task_type.as_str(), p, n))
+            })
+        })
+    }
+
     pub fn push(&mut self, task_type: &str, priority: Priority, key: ReadyKey) {
         let levels = self.by_type.entry(task_type.to_string()).or_default();
         if levels[usize::from(priority.level())].insert(key) {

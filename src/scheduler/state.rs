@@ -10,6 +10,7 @@ use crate::protocol::{
 };
 use crate::scheduler::counts::StateCounts;
 use crate::scheduler::job::{Job, OrderKey};
+use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
@@ -96,6 +97,8 @@ pub struct CoordinatorState {
     dirty: Vec<JobId>,
     dirty_set: HashSet<JobId>,
     pub(super) effects: Vec<Effect>,
+    /// Counters and histograms for `/metrics`; never read by scheduling.
+    pub(super) metrics: Metrics,
 }
 
 impl CoordinatorState {
@@ -118,6 +121,7 @@ impl CoordinatorState {
             dirty: Vec::new(),
             dirty_set: HashSet::new(),
             effects: Vec::new(),
+            metrics: Metrics::default(),
         }
     }
 
@@ -138,8 +142,12 @@ impl CoordinatorState {
         }
         let job = match self.admit(req, now) {
             Ok(job) => job,
-            Err(reason) => return SubmitAnswer::Rejected(SubmitRejected { reason }),
+            Err(reason) => {
+                self.metrics.rejected += 1;
+                return SubmitAnswer::Rejected(SubmitRejected { reason });
+            }
         };
+        self.metrics.submitted += 1;
         let (job_id, no_worker) = (job.id, !self.workers.advertised(&job.task_type));
         info!(self.log, "job submitted"; "job" => %job_id, "task_type" => &job.task_type,
               "priority" => %job.priority, "sequence" => job.sequence);
@@ -326,6 +334,7 @@ impl CoordinatorState {
             self.active_jobs += 1;
         }
         let job = job.clone();
+        self.metrics.record_transition(&job, from, now);
         self.index(&job, now);
         self.mark_dirty(id);
         true

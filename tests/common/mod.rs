@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod http;
 pub mod jobs;
 pub mod processes;
 pub mod proxy;
@@ -27,6 +28,7 @@ pub fn coordinator_config(dir: &std::path::Path) -> CoordinatorConfig {
         client_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         worker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         db_path: dir.join("taskyard.db"),
+        http_listen: "127.0.0.1:0".to_string(),
         sweep_interval_millis: 50,
         ..CoordinatorConfig::default()
     }
@@ -86,6 +88,11 @@ impl Cluster {
 
     pub fn client_addr(&self) -> String {
         self.coordinator().client_addr.to_string()
+    }
+
+    /// A client of the coordinator's HTTP listener.
+    pub fn http(&self) -> http::Http {
+        http::Http::new(self.coordinator().http_addr.expect("http listener on"))
     }
 
     pub fn db_path(&self) -> PathBuf {

@@ -3,7 +3,7 @@
 
 use super::messages::*;
 use super::Coordinator;
-use crate::actors::outbox::ClientAnswer;
+use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
 use crate::protocol::{ClientRequest, ClientResponse, JobId, Progress, SubmitRequest};
 use crate::scheduler::{CancelRefused, RequeueRefused};
 use actix::{Context, Handler};
@@ -112,7 +112,39 @@ impl Handler<ClientCommand> for Coordinator {
             request_id: m.request_id,
             response,
         };
-        self.finish(Some((m.reply_to, answer)), ctx);
+        self.finish(Some(Delivery::Client(m.reply_to, answer)), ctx);
+    }
+}
+
+impl Handler<Query> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: Query, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let now = self.now();
+        let result = match m.query {
+            QueryKind::Jobs {
+                state,
+                task_type,
+                cursor,
+                limit,
+            } => QueryResult::Jobs(self.state.list_after(
+                state,
+                task_type.as_deref(),
+                cursor,
+                limit,
+                now,
+            )),
+            QueryKind::Stats => QueryResult::Stats(Box::new(self.state.stats(now))),
+            QueryKind::Ready => QueryResult::Ready,
+        };
+        let answer = QueryAnswer {
+            request_id: m.request_id,
+            result,
+        };
+        self.finish(Some(Delivery::Query(m.reply_to, answer)), ctx);
     }
 }
 

@@ -2,9 +2,9 @@
 //! them returns job state directly; answers travel through the outbox once
 //! durable.
 
-use crate::actors::outbox::{ClientAnswer, SendToWorker};
-use crate::protocol::{ClientRequest, JobId, LeaseId, TaskOutcome, WorkerId};
-use crate::scheduler::SessionId;
+use crate::actors::outbox::{ClientAnswer, QueryAnswer, SendToWorker};
+use crate::protocol::{ClientRequest, JobId, JobState, LeaseId, TaskOutcome, WorkerId};
+use crate::scheduler::{PageCursor, SessionId};
 use actix::{Message, Recipient};
 
 /// `WorkerSession` → coordinator, after `Hello` and `Register`. Replaces any
@@ -80,6 +80,34 @@ pub struct ClientCommand {
     pub reply_to: Recipient<ClientAnswer>,
     pub request_id: u64,
     pub request: ClientRequest,
+}
+
+/// HTTP API → coordinator: a read the wire protocol has no request for.
+/// Changes nothing; like `ClientCommand`, the answer goes to `reply_to`
+/// through the outbox, tagged with the newest batch sent, so it never shows
+/// state that is not yet durable.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Query {
+    pub reply_to: Recipient<QueryAnswer>,
+    pub request_id: u64,
+    pub query: QueryKind,
+}
+
+/// What a `Query` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryKind {
+    /// A page of jobs after `cursor`, newest first; answered with `Jobs`.
+    Jobs {
+        state: Option<JobState>,
+        task_type: Option<String>,
+        cursor: Option<PageCursor>,
+        limit: usize,
+    },
+    /// Counts, queues, workers and metrics; answered with `Stats`.
+    Stats,
+    /// Answered with `Ready` once everything sent to the database is durable.
+    Ready,
 }
 
 /// `Sweeper` (or a test) → coordinator: run the periodic pass. The reply

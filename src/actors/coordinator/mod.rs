@@ -7,7 +7,7 @@
 mod handlers;
 pub mod messages;
 
-use crate::actors::outbox::{ClientAnswer, Delivery, Outbox, SendToWorker};
+use crate::actors::outbox::{Delivery, Outbox, SendToWorker};
 use crate::actors::persistence::CommitBatch;
 use crate::clock::Clock;
 use crate::protocol::{CoordinatorToWorker, JobId};
@@ -68,19 +68,15 @@ impl Coordinator {
     /// Ends every handler: holds the step's effects (and `answer`, if any)
     /// behind the batch carrying its changes, then sends that batch if none
     /// is in flight.
-    fn finish(
-        &mut self,
-        answer: Option<(Recipient<ClientAnswer>, ClientAnswer)>,
-        ctx: &mut Context<Self>,
-    ) {
+    fn finish(&mut self, answer: Option<Delivery>, ctx: &mut Context<Self>) {
         let tag = self.outbox.tag(self.state.has_dirty());
         for effect in self.state.take_effects() {
             if let Some(delivery) = self.delivery_for(effect) {
                 self.outbox.hold(tag, delivery);
             }
         }
-        if let Some((to, message)) = answer {
-            self.outbox.hold(tag, Delivery::Client(to, message));
+        if let Some(answer) = answer {
+            self.outbox.hold(tag, answer);
         }
         self.flush(ctx);
     }
@@ -116,8 +112,15 @@ impl Coordinator {
         let rows = self.state.take_dirty();
         let number = self.outbox.next_batch();
         self.in_flight = Some(rows.iter().map(|j| j.id).collect());
+        self.state
+            .metrics_mut()
+            .batch_rows
+            .observe(rows.len() as f64);
+        let started = actix::clock::Instant::now();
         let commit = self.persistence.send(CommitBatch { number, rows });
         ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| {
+            let latency = started.elapsed().as_secs_f64();
+            act.state.metrics_mut().commit_latency.observe(latency);
             let result = result.unwrap_or_else(|e| {
                 Err(StoreError {
                     path: Default::default(),

@@ -1,0 +1,48 @@
+//! The client-port rule, applied to HTTP: when `client-token` is set, every
+//! request but `/healthz` must carry `Authorization: Bearer TOKEN`.
+
+use crate::http::error::ApiError;
+use crate::security::Secret;
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{web, Error, ResponseError};
+
+/// The configured token, if any; shared by every worker thread.
+#[derive(Debug, Clone, Default)]
+pub struct AuthToken(pub Option<Secret>);
+
+/// Paths anyone may call: liveness must work for probes that hold no secret.
+const OPEN_PATHS: [&str; 1] = ["/healthz"];
+
+/// Middleware: refuses a request without the right token with 401 and the
+/// usual JSON error body.
+pub async fn require_token(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    let expected = req
+        .app_data::<web::Data<AuthToken>>()
+        .and_then(|t| t.0.clone());
+    let allowed = match expected {
+        None => true,
+        Some(token) => OPEN_PATHS.contains(&req.path()) || presented(&req, &token),
+    };
+    if !allowed {
+        let response = ApiError::unauthorized().error_response();
+        return Ok(req.into_response(response).map_into_right_body());
+    }
+    Ok(next.call(req).await?.map_into_left_body())
+}
+
+/// True when the request carries `Authorization: Bearer <token>`; the
+/// comparison is constant-time (`Secret::matches`).
+fn presented(req: &ServiceRequest, token: &Secret) -> bool {
+    let given = req
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    token.matches(given)
+}

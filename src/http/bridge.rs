@@ -1,0 +1,170 @@
+//! The HTTP side's session with the `Coordinator`: it turns "ask and await"
+//! into the coordinator's message API, where answers arrive later through
+//! the outbox, once durable.
+//!
+//! Why an actor and not a oneshot per request: a `Recipient` needs an actor
+//! address, and starting an actor per request from actix-web's worker
+//! threads would tie handlers to the arbiter they run on. One `Bridge` on
+//! the coordinator's arbiter mints request ids and keeps a oneshot sender
+//! per pending request; the coordinator's outbox delivers each answer here
+//! (`ClientAnswer` / `QueryAnswer`), and the bridge completes the oneshot.
+//! A handler therefore sees an answer only after the batch holding every
+//! state it shows is committed — the same rule as the TCP `ClientSession`.
+
+use crate::actors::coordinator::{ClientCommand, Coordinator, Query, QueryKind};
+use crate::actors::outbox::{ClientAnswer, QueryAnswer, QueryResult};
+use crate::clock::Clock;
+use crate::protocol::{ClientRequest, ClientResponse};
+use actix::{Actor, Addr, Context, Handler, Message, MessageResult};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Longest a handler waits for the coordinator (a stuck commit, a stopping
+/// coordinator); the request then fails with 503.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why no answer came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BridgeError {
+    #[error("the coordinator did not answer in time")]
+    Timeout,
+    #[error("the coordinator is stopping")]
+    Stopped,
+}
+
+/// The pending requests. Entries whose handler gave up are pruned as new
+/// ones arrive, so a coordinator that drops answers (it is stopping) cannot
+/// make the map grow without bound.
+#[derive(Default)]
+pub struct Bridge {
+    next_id: u64,
+    clients: HashMap<u64, oneshot::Sender<ClientResponse>>,
+    queries: HashMap<u64, oneshot::Sender<QueryResult>>,
+}
+
+impl Actor for Bridge {
+    type Context = Context<Self>;
+}
+
+/// Handler → bridge: reserve a request id whose `ClientAnswer` completes `reply`.
+#[derive(Message)]
+#[rtype(result = "u64")]
+struct ExpectClient(oneshot::Sender<ClientResponse>);
+
+/// Handler → bridge: reserve a request id whose `QueryAnswer` completes `reply`.
+#[derive(Message)]
+#[rtype(result = "u64")]
+struct ExpectQuery(oneshot::Sender<QueryResult>);
+
+impl Bridge {
+    fn mint(&mut self) -> u64 {
+        self.next_id += 1;
+        if self.next_id.is_multiple_of(64) {
+            self.clients.retain(|_, tx| !tx.is_closed());
+            self.queries.retain(|_, tx| !tx.is_closed());
+        }
+        self.next_id
+    }
+}
+
+impl Handler<ExpectClient> for Bridge {
+    type Result = MessageResult<ExpectClient>;
+    fn handle(&mut self, m: ExpectClient, _: &mut Context<Self>) -> Self::Result {
+        let id = self.mint();
+        self.clients.insert(id, m.0);
+        MessageResult(id)
+    }
+}
+
+impl Handler<ExpectQuery> for Bridge {
+    type Result = MessageResult<ExpectQuery>;
+    fn handle(&mut self, m: ExpectQuery, _: &mut Context<Self>) -> Self::Result {
+        let id = self.mint();
+        self.queries.insert(id, m.0);
+        MessageResult(id)
+    }
+}
+
+impl Handler<ClientAnswer> for Bridge {
+    type Result = ();
+    fn handle(&mut self, m: ClientAnswer, _: &mut Context<Self>) {
+        if let Some(tx) = self.clients.remove(&m.request_id) {
+            let _ = tx.send(m.response);
+        }
+    }
+}
+
+impl Handler<QueryAnswer> for Bridge {
+    type Result = ();
+    fn handle(&mut self, m: QueryAnswer, _: &mut Context<Self>) {
+        if let Some(tx) = self.queries.remove(&m.request_id) {
+            let _ = tx.send(m.result);
+        }
+    }
+}
+
+/// What HTTP handlers hold: cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct CoordinatorLink {
+    pub coordinator: Addr<Coordinator>,
+    /// The coordinator's clock, for ages (heartbeat age) shown to users.
+    pub clock: Arc<dyn Clock>,
+    bridge: Addr<Bridge>,
+}
+
+impl CoordinatorLink {
+    /// Starts the bridge on the current arbiter (the coordinator's).
+    pub fn start(coordinator: Addr<Coordinator>, clock: Arc<dyn Clock>) -> Self {
+        CoordinatorLink {
+            coordinator,
+            clock,
+            bridge: Bridge::default().start(),
+        }
+    }
+
+    /// Sends a wire-protocol request, exactly as a TCP client would, and
+    /// waits for its durable answer. `send` (not `do_send`): a flood of HTTP
+    /// requests waits on the coordinator's bounded mailbox.
+    pub async fn request(&self, request: ClientRequest) -> Result<ClientResponse, BridgeError> {
+        let (tx, rx) = oneshot::channel();
+        let request_id = self.bridge.send(ExpectClient(tx)).await.map_err(stopped)?;
+        let command = ClientCommand {
+            reply_to: self.bridge.clone().recipient(),
+            request_id,
+            request,
+        };
+        self.coordinator.send(command).await.map_err(stopped)?;
+        wait(rx, ANSWER_TIMEOUT).await
+    }
+
+    /// Sends a `Query` and waits (at most `within`) for its durable answer.
+    pub async fn query(
+        &self,
+        query: QueryKind,
+        within: Duration,
+    ) -> Result<QueryResult, BridgeError> {
+        let (tx, rx) = oneshot::channel();
+        let request_id = self.bridge.send(ExpectQuery(tx)).await.map_err(stopped)?;
+        let message = Query {
+            reply_to: self.bridge.clone().recipient(),
+            request_id,
+            query,
+        };
+        self.coordinator.send(message).await.map_err(stopped)?;
+        wait(rx, within).await
+    }
+}
+
+fn stopped<E>(_: E) -> BridgeError {
+    BridgeError::Stopped
+}
+
+async fn wait<T>(rx: oneshot::Receiver<T>, within: Duration) -> Result<T, BridgeError> {
+    match tokio::time::timeout(within, rx).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(_)) => Err(BridgeError::Stopped),
+        Err(_) => Err(BridgeError::Timeout),
+    }
+}

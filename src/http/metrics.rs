@@ -1,0 +1,175 @@
+//! `GET /metrics`: the Prometheus text exposition format (version 0.0.4),
+//! written by hand from one durable `StatsSnapshot`. Gauges come from the
+//! coordinator's state, counters and histograms from its `Metrics`.
+
+use crate::http::api::fetch_stats;
+use crate::http::bridge::CoordinatorLink;
+use crate::http::dto::free_capacity;
+use crate::http::error::ApiError;
+use crate::protocol::Priority;
+use crate::scheduler::metrics::Histogram;
+use crate::scheduler::StatsSnapshot;
+use actix_web::{web, HttpResponse};
+use std::fmt::Write;
+
+/// Every metric family exported, for the README and the tests.
+pub const FAMILIES: [&str; 17] = [
+    "taskyard_jobs",
+    "taskyard_jobs_submitted_total",
+    "taskyard_jobs_succeeded_total",
+    "taskyard_jobs_failed_total",
+    "taskyard_jobs_retried_total",
+    "taskyard_jobs_cancelled_total",
+    "taskyard_jobs_rejected_total",
+    "taskyard_queue_depth",
+    "taskyard_jobs_delayed",
+    "taskyard_job_submit_to_start_seconds",
+    "taskyard_job_run_seconds",
+    "taskyard_workers_connected",
+    "taskyard_workers_free_capacity",
+    "taskyard_stale_results_total",
+    "taskyard_persistence_batch_rows",
+    "taskyard_persistence_commit_seconds",
+    "taskyard_build_info",
+];
+
+pub async fn metrics(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
+    let snapshot = fetch_stats(&link).await?;
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(render(&snapshot)))
+}
+
+/// The whole exposition for one snapshot.
+pub fn render(s: &StatsSnapshot) -> String {
+    let mut out = String::with_capacity(4096);
+    let m = &s.metrics;
+    family(&mut out, "taskyard_jobs", "gauge", "Jobs in each state.");
+    for c in &s.counts {
+        let state = c.state.to_string().to_ascii_lowercase();
+        let _ = writeln!(out, "taskyard_jobs{{state=\"{state}\"}} {}", c.count);
+    }
+    let counters = [
+        ("submitted", "Jobs admitted.", m.submitted),
+        ("succeeded", "Jobs that ended SUCCEEDED.", m.succeeded),
+        ("failed", "Jobs that ended FAILED.", m.failed),
+        (
+            "retried",
+            "Attempts that failed and were scheduled for retry.",
+            m.retried,
+        ),
+        ("cancelled", "Jobs cancelled by a client.", m.cancelled),
+        (
+            "rejected",
+            "Submissions refused (invalid or over the admission limit).",
+            m.rejected,
+        ),
+    ];
+    for (name, help, value) in counters {
+        let full = format!("taskyard_jobs_{name}_total");
+        family(&mut out, &full, "counter", help);
+        let _ = writeln!(out, "{full} {value}");
+    }
+    queue_depth(&mut out, s);
+    histogram(
+        &mut out,
+        "taskyard_job_submit_to_start_seconds",
+        "Submission to the start of the first attempt.",
+        &m.submit_to_start,
+    );
+    histogram(
+        &mut out,
+        "taskyard_job_run_seconds",
+        "Assignment to the end of an attempt.",
+        &m.run_time,
+    );
+    single(
+        &mut out,
+        "taskyard_workers_connected",
+        "gauge",
+        "Registered workers.",
+        s.workers.len() as u64,
+    );
+    single(
+        &mut out,
+        "taskyard_workers_free_capacity",
+        "gauge",
+        "Task slots free on workers that are not draining.",
+        free_capacity(&s.workers),
+    );
+    single(
+        &mut out,
+        "taskyard_stale_results_total",
+        "counter",
+        "Results dropped because their lease was no longer current.",
+        m.stale_results,
+    );
+    histogram(
+        &mut out,
+        "taskyard_persistence_batch_rows",
+        "Rows committed per SQLite transaction.",
+        &m.batch_rows,
+    );
+    histogram(
+        &mut out,
+        "taskyard_persistence_commit_seconds",
+        "Time from sending a batch to its commit.",
+        &m.commit_latency,
+    );
+    family(
+        &mut out,
+        "taskyard_build_info",
+        "gauge",
+        "Always 1; labels name the build.",
+    );
+    let _ = writeln!(
+        out,
+        "taskyard_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    out
+}
+
+fn queue_depth(out: &mut String, s: &StatsSnapshot) {
+    family(
+        out,
+        "taskyard_queue_depth",
+        "gauge",
+        "Ready QUEUED jobs per base priority.",
+    );
+    for p in Priority::ALL.into_iter().rev() {
+        let n: u64 = s
+            .queues
+            .iter()
+            .filter(|q| q.priority == p)
+            .map(|q| q.depth)
+            .sum();
+        let _ = writeln!(out, "taskyard_queue_depth{{priority=\"{p}\"}} {n}");
+    }
+    single(
+        out,
+        "taskyard_jobs_delayed",
+        "gauge",
+        "QUEUED jobs waiting for their not-before time.",
+        s.delayed,
+    );
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: u64) {
+    family(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
+    family(out, name, "histogram", help);
+    for (bound, count) in h.cumulative() {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum {}", h.sum);
+    let _ = writeln!(out, "{name}_count {}", h.count);
+}

@@ -1,0 +1,18 @@
+//! The coordinator's HTTP listener (`http-listen`): a JSON API, Prometheus
+//! metrics, health probes and a live dashboard. Handlers hold no state:
+//! every read and write is a message to the `Coordinator`, answered through
+//! its outbox, so HTTP never shows anything that is not yet durable (see
+//! `bridge`).
+
+pub mod api;
+pub mod auth;
+pub mod bridge;
+pub mod dashboard;
+pub mod dto;
+pub mod error;
+pub mod health;
+pub mod metrics;
+pub mod server;
+
+pub use bridge::CoordinatorLink;
+pub use server::{app, serve};

@@ -1,0 +1,218 @@
+//! Counters, histograms and the one-minute throughput window, updated by
+//! `CoordinatorState` at the same places the state changes (submission,
+//! assignment, every transition, stale results) and by the `Coordinator`
+//! actor for persistence batches. Fixed-size storage: recording never
+//! allocates, so it costs nothing noticeable on the scheduling hot path.
+
+use crate::protocol::JobState;
+use crate::scheduler::job::Job;
+
+/// Buckets (upper bounds, seconds) for waits and run times: 1 ms to 10 min.
+pub const SECONDS_BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 600.0,
+];
+/// Buckets for commit latency (seconds): 100 µs to 5 s.
+pub const COMMIT_BUCKETS: [f64; 12] = [
+    0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+];
+/// Buckets for batch size (rows per transaction).
+pub const BATCH_BUCKETS: [f64; 10] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
+
+/// A cumulative histogram over fixed bucket bounds (the `+Inf` bucket is
+/// `count`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram {
+    pub bounds: &'static [f64],
+    /// Observations ≤ each bound (not cumulative: summed when exported).
+    pub buckets: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            buckets: vec![0; bounds.len()],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    pub fn observe(&mut self, value: f64) {
+        if let Some(i) = self.bounds.iter().position(|b| value <= *b) {
+            self.buckets[i] += 1;
+        }
+        self.sum += value;
+        self.count += 1;
+    }
+
+    /// (upper bound, cumulative count) pairs, without `+Inf`.
+    pub fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        self.bounds
+            .iter()
+            .zip(self.buckets.iter())
+            .scan(0u64, |total, (bound, n)| {
+                *total += n;
+                Some((*bound, *total))
+            })
+    }
+}
+
+/// Jobs that reached a terminal state in each of the last 60 seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Throughput {
+    slots: [u32; 60],
+    /// The unix second the newest slot belongs to.
+    newest: i64,
+}
+
+impl Default for Throughput {
+    fn default() -> Self {
+        Throughput {
+            slots: [0; 60],
+            newest: i64::MIN,
+        }
+    }
+}
+
+impl Throughput {
+    /// Counts one finished job at `now` (unix milliseconds).
+    pub fn record(&mut self, now: i64) {
+        let second = now.div_euclid(1000);
+        if second > self.newest {
+            let gap = second.saturating_sub(self.newest).min(60);
+            for s in 0..gap {
+                self.slots[slot(second - s)] = 0;
+            }
+            self.newest = second;
+        }
+        if second > self.newest - 60 {
+            self.slots[slot(second)] += 1;
+        }
+    }
+
+    /// Finished jobs per second over the 60 seconds ending at `now`, oldest first.
+    pub fn per_second(&self, now: i64) -> Vec<u32> {
+        let second = now.div_euclid(1000);
+        (second - 59..=second)
+            .map(|s| {
+                let live = s <= self.newest && s > self.newest - 60;
+                if live {
+                    self.slots[slot(s)]
+                } else {
+                    0
+                }
+            })
+            .collect()
+    }
+}
+
+fn slot(second: i64) -> usize {
+    second.rem_euclid(60) as usize
+}
+
+/// Everything `/metrics` exports that is not derived from current state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metrics {
+    pub submitted: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub cancelled: u64,
+    pub rejected: u64,
+    pub stale_results: u64,
+    /// Submission to the start of the first attempt.
+    pub submit_to_start: Histogram,
+    /// Assignment to the end of an attempt, however it ended.
+    pub run_time: Histogram,
+    pub batch_rows: Histogram,
+    pub commit_latency: Histogram,
+    pub throughput: Throughput,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            submitted: 0,
+            succeeded: 0,
+            failed: 0,
+            retried: 0,
+            cancelled: 0,
+            rejected: 0,
+            stale_results: 0,
+            submit_to_start: Histogram::new(&SECONDS_BUCKETS),
+            run_time: Histogram::new(&SECONDS_BUCKETS),
+            batch_rows: Histogram::new(&BATCH_BUCKETS),
+            commit_latency: Histogram::new(&COMMIT_BUCKETS),
+            throughput: Throughput::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts a transition `CoordinatorState::transition` just applied to
+    /// `job` (already in its new state) from `from`.
+    pub fn record_transition(&mut self, job: &Job, from: JobState, now: i64) {
+        if from == JobState::Running {
+            if let Some(at) = job.assigned_at {
+                self.run_time.observe(seconds_between(at, now));
+            }
+        }
+        match job.state {
+            JobState::Succeeded => self.succeeded += 1,
+            JobState::Failed => self.failed += 1,
+            JobState::Cancelled => self.cancelled += 1,
+            JobState::RetryWait => self.retried += 1,
+            JobState::Running if job.attempts == 1 => self
+                .submit_to_start
+                .observe(seconds_between(job.submitted_at, now)),
+            _ => {}
+        }
+        if job.state.is_terminal() {
+            self.throughput.record(now);
+        }
+    }
+}
+
+/// Milliseconds to seconds for histograms; a clock step back counts as 0.
+pub fn seconds_between(from: i64, to: i64) -> f64 {
+    to.saturating_sub(from).max(0) as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_when_read() {
+        let mut h = Histogram::new(&BATCH_BUCKETS);
+        h.observe(1.0);
+        h.observe(3.0);
+        h.observe(5000.0);
+        let cumulative: Vec<u64> = h.cumulative().map(|(_, n)| n).collect();
+        assert_eq!(cumulative[0], 1);
+        assert_eq!(cumulative[2], 2);
+        assert_eq!(*cumulative.last().unwrap(), 2, "5000 only in +Inf");
+        assert_eq!(h.count, 3);
+    }
+
+    #[test]
+    fn throughput_forgets_seconds_older_than_a_minute() {
+        let mut t = Throughput::default();
+        t.record(1_000);
+        t.record(1_500);
+        t.record(3_000);
+        let window = t.per_second(3_000);
+        assert_eq!(window.len(), 60);
+        assert_eq!(window[57], 2, "second 1");
+        assert_eq!(window[59], 1, "second 3");
+        assert_eq!(t.per_second(70_000).iter().sum::<u32>(), 0);
+        t.record(70_000);
+        assert_eq!(t.per_second(70_000), {
+            let mut v = vec![0; 59];
+            v.push(1);
+            v
+        });
+    }
+}

@@ -1,0 +1,212 @@
+//! Read-only views for the HTTP API: pages of jobs resumed from a cursor,
+//! and one snapshot of everything `/api/stats` and `/metrics` show. Both are
+//! taken inside a coordinator handler and answered through the outbox, so
+//! they are never ahead of the database.
+
+use crate::protocol::{JobId, JobState, JobView, Priority, StateCount, WorkerView};
+use crate::scheduler::job::OrderKey;
+use crate::scheduler::metrics::Metrics;
+use crate::scheduler::state::CoordinatorState;
+use serde::Serialize;
+use std::fmt;
+use std::ops::Bound;
+use std::str::FromStr;
+
+/// Where the previous page stopped: the listing order key of its last job.
+/// Opaque to clients; round-trips through `Display`/`FromStr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageCursor(pub OrderKey);
+
+impl fmt::Display for PageCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (sequence, submitted_at, id) = self.0;
+        write!(f, "{sequence}.{submitted_at}.{id}")
+    }
+}
+
+impl FromStr for PageCursor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("cursor {s:?} is not one returned by this API");
+        let mut parts = s.splitn(3, '.');
+        let sequence = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let submitted_at = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        let id: JobId = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+        Ok(PageCursor((sequence, submitted_at, id)))
+    }
+}
+
+/// One page of jobs, newest submission first. `next` is present when more
+/// jobs may follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPage {
+    pub jobs: Vec<JobView>,
+    pub next: Option<PageCursor>,
+    /// Jobs per state (of the filtered task type), for the whole table.
+    pub counts: Vec<StateCount>,
+}
+
+/// Ready jobs of one task type at one base priority.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueDepth {
+    pub task_type: String,
+    pub priority: Priority,
+    pub depth: u64,
+}
+
+/// The state and counters at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatsSnapshot {
+    /// Unix milliseconds when it was taken.
+    pub at: i64,
+    /// Every state, zeros included, in `JobState::ALL` order.
+    pub counts: Vec<StateCount>,
+    pub queues: Vec<QueueDepth>,
+    /// QUEUED jobs waiting for their `not_before`.
+    pub delayed: u64,
+    /// Jobs finished in each of the last 60 seconds, oldest first.
+    pub throughput: Vec<u32>,
+    pub workers: Vec<WorkerView>,
+    pub metrics: Metrics,
+}
+
+impl CoordinatorState {
+    /// Up to `limit` jobs after `cursor` (newest first), filtered by state
+    /// and task type.
+    pub fn list_after(
+        &self,
+        state: Option<JobState>,
+        task_type: Option<&str>,
+        cursor: Option<PageCursor>,
+        limit: usize,
+        now: i64,
+    ) -> JobPage {
+        let upper = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.0));
+        let mut keys = self
+            .by_sequence
+            .range((Bound::Unbounded, upper))
+            .rev()
+            .filter(|key| {
+                self.jobs.get(&key.2).is_some_and(|job| {
+                    state.is_none_or(|s| job.state == s)
+                        && task_type.is_none_or(|t| job.task_type == t)
+                })
+            });
+        let page: Vec<OrderKey> = keys.by_ref().take(limit).copied().collect();
+        let more = keys.next().is_some();
+        let jobs = page
+            .iter()
+            .filter_map(|key| self.status(key.2, now))
+            .collect();
+        JobPage {
+            jobs,
+            next: page.last().filter(|_| more).map(|key| PageCursor(*key)),
+            counts: self.state_counts.counts(task_type),
+        }
+    }
+
+    /// For the `Coordinator`, which records persistence batches.
+    pub fn metrics_mut(&mut self) -> &mut Metrics {
+        &mut self.metrics
+    }
+
+    /// Everything `/api/stats` and `/metrics` report, at `now`.
+    pub fn stats(&self, now: i64) -> StatsSnapshot {
+        let present = self.state_counts.counts(None);
+        let counts = JobState::ALL
+            .into_iter()
+            .map(|state| StateCount {
+                state,
+                count: present
+                    .iter()
+                    .find(|c| c.state == state)
+                    .map_or(0, |c| c.count),
+            })
+            .collect();
+        let mut queues: Vec<QueueDepth> = self
+            .queues
+            .depths()
+            .map(|(task_type, priority, depth)| QueueDepth {
+                task_type: task_type.to_string(),
+                priority,
+                depth: depth as u64,
+            })
+            .collect();
+        queues.sort_by(|a, b| (&a.task_type, b.priority).cmp(&(&b.task_type, a.priority)));
+        StatsSnapshot {
+            at: now,
+            counts,
+            queues,
+            delayed: self.delayed.len() as u64,
+            throughput: self.metrics.throughput.per_second(now),
+            workers: self.worker_views(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::payloads::encode_json;
+    use crate::protocol::SubmitRequest;
+    use crate::scheduler::retry::RetryPolicy;
+    use crate::scheduler::Policy;
+
+    fn state() -> CoordinatorState {
+        let policy = Policy {
+            aging_step_ms: 1000,
+            max_active_jobs: 100,
+            retry: RetryPolicy {
+                base_ms: 10,
+                cap_ms: 100,
+            },
+            default_max_attempts: 3,
+            default_timeout_ms: 1000,
+            heartbeat_timeout_ms: 1000,
+            max_payload_bytes: 1024,
+            max_result_bytes: 1024,
+        };
+        CoordinatorState::new(policy, slog::Logger::root(slog::Discard, slog::o!()))
+    }
+
+    fn submit(state: &mut CoordinatorState, task_type: &str, now: i64) {
+        let payload = encode_json(&serde_json::json!({ "message": "hi" }));
+        state.submit(SubmitRequest::new(task_type, payload), now);
+    }
+
+    #[test]
+    fn pages_cover_every_job_once_newest_first() {
+        let mut s = state();
+        for i in 0..7 {
+            submit(&mut s, if i % 2 == 0 { "echo" } else { "fail" }, i);
+        }
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = s.list_after(None, None, cursor, 3, 10);
+            seen.extend(page.jobs.iter().map(|j| j.sequence));
+            match page.next {
+                Some(next) => cursor = Some(next.to_string().parse().expect("round-trips")),
+                None => break,
+            }
+        }
+        assert_eq!(seen, vec![7, 6, 5, 4, 3, 2, 1]);
+        let echo = s.list_after(None, Some("echo"), None, 10, 10);
+        assert_eq!(echo.jobs.len(), 4);
+        assert!(echo.next.is_none());
+    }
+
+    #[test]
+    fn stats_count_every_state_and_queue() {
+        let mut s = state();
+        submit(&mut s, "echo", 0);
+        submit(&mut s, "echo", 1);
+        let stats = s.stats(5);
+        assert_eq!(stats.counts.len(), JobState::ALL.len());
+        assert_eq!(stats.counts[0].count, 2, "two QUEUED");
+        assert_eq!(stats.queues[0].depth, 2);
+        assert_eq!(stats.metrics.submitted, 2);
+        assert!("garbage".parse::<PageCursor>().is_err());
+    }
+}
