@@ -14,7 +14,7 @@
 //! # Ok::<(), taskyard::client::ClientError>(())
 //! ```
 
-mod connection;
+pub(crate) mod connection;
 mod error;
 
 pub use error::ClientError;
@@ -70,14 +70,11 @@ impl Client {
     /// exchanges `Hello`. A coordinator that refuses us sends `Error` and
     /// closes; that is `ClientError::Refused`.
     pub fn connect(addr: &str) -> Result<Client, ClientError> {
-        let stream = open_stream(addr)?;
-        let mut client = Client {
+        Ok(Client {
             addr: addr.to_string(),
-            connection: Connection::new(stream, CLIENT_MAX_FRAME_BYTES, READ_TIMEOUT),
+            connection: connect_handshaken(addr)?,
             next_request_id: 1,
-        };
-        client.handshake()?;
-        Ok(client)
+        })
     }
 
     /// The address as given to `connect`.
@@ -226,26 +223,6 @@ impl Client {
         }
     }
 
-    fn handshake(&mut self) -> Result<(), ClientError> {
-        self.connection.send(ClientMessage::Hello(Hello {
-            protocol_version: PROTOCOL_VERSION,
-            role: Role::Client,
-        }))?;
-        match self.connection.receive()? {
-            CoordinatorToClient::Hello(hello) if hello.protocol_version == PROTOCOL_VERSION => {
-                Ok(())
-            }
-            CoordinatorToClient::Hello(hello) => Err(ClientError::VersionMismatch {
-                ours: PROTOCOL_VERSION,
-                theirs: hello.protocol_version,
-            }),
-            CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
-            CoordinatorToClient::Response { request_id, .. } => Err(
-                ClientError::UnexpectedResponse(format!("response {request_id} before Hello")),
-            ),
-        }
-    }
-
     /// Sends `request` under the next request id and returns the answer
     /// carrying that id.
     fn request(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
@@ -270,6 +247,30 @@ impl Client {
                 "a second Hello".to_string(),
             )),
         }
+    }
+}
+
+/// A framed connection to `addr` that has exchanged `Hello`: the base of
+/// `Client` and of the benchmark's pipelined connections.
+pub(crate) fn connect_handshaken(addr: &str) -> Result<Connection, ClientError> {
+    let stream = open_stream(addr)?;
+    let mut connection = Connection::new(stream, CLIENT_MAX_FRAME_BYTES, READ_TIMEOUT);
+    connection.send(ClientMessage::Hello(Hello {
+        protocol_version: PROTOCOL_VERSION,
+        role: Role::Client,
+    }))?;
+    match connection.receive()? {
+        CoordinatorToClient::Hello(hello) if hello.protocol_version == PROTOCOL_VERSION => {
+            Ok(connection)
+        }
+        CoordinatorToClient::Hello(hello) => Err(ClientError::VersionMismatch {
+            ours: PROTOCOL_VERSION,
+            theirs: hello.protocol_version,
+        }),
+        CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
+        CoordinatorToClient::Response { request_id, .. } => Err(ClientError::UnexpectedResponse(
+            format!("response {request_id} before Hello"),
+        )),
     }
 }
 
