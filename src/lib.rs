@@ -1,6 +1,7 @@
 //! taskyard: a distributed job scheduler with one durable coordinator.
 
 pub mod actors;
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod clock;

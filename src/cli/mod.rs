@@ -5,6 +5,7 @@
 //! and one arm in `dispatch`, calling a function that takes `&Context` and
 //! returns `Result<Exit, CliError>`.
 
+pub mod bench;
 pub mod commands;
 pub mod dev;
 pub mod exit;
@@ -27,15 +28,10 @@ pub const DEFAULT_COORDINATOR: &str = "127.0.0.1:7400";
 #[derive(Debug, Parser)]
 #[command(name = "taskyard", version, about, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
-    /// The coordinator's client address (host:port).
-    #[arg(
-        long,
-        global = true,
-        env = "TASKYARD_COORDINATOR",
-        default_value = DEFAULT_COORDINATOR,
-        value_name = "ADDR"
-    )]
-    pub coordinator: String,
+    /// The coordinator's client address (host:port) [default: 127.0.0.1:7400].
+    /// `bench` starts its own coordinator unless this is given.
+    #[arg(long, global = true, env = "TASKYARD_COORDINATOR", value_name = "ADDR")]
+    pub coordinator: Option<String>,
     /// Print one JSON document instead of human-readable text.
     #[arg(long, global = true)]
     pub json: bool,
@@ -72,6 +68,9 @@ pub enum Command {
     Result(JobArg),
     /// Run a local cluster: a coordinator and embedded workers in this process.
     Dev(dev::DevArgs),
+    /// Measure throughput and latency: by default against a coordinator and
+    /// workers it starts in this process.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -164,6 +163,8 @@ pub struct ListArgs {
 #[derive(Debug, Clone)]
 pub struct Context {
     pub coordinator: String,
+    /// True when `--coordinator` (or its variable) was given rather than defaulted.
+    pub coordinator_given: bool,
     pub json: bool,
     pub options: ClientOptions,
 }
@@ -196,7 +197,10 @@ fn client_options(cli: &Cli) -> Result<ClientOptions, CliError> {
 pub fn run(cli: Cli) -> ExitCode {
     let result = client_options(&cli).and_then(|options| {
         let ctx = Context {
-            coordinator: cli.coordinator,
+            coordinator_given: cli.coordinator.is_some(),
+            coordinator: cli
+                .coordinator
+                .unwrap_or_else(|| DEFAULT_COORDINATOR.to_string()),
             json: cli.json,
             options,
         };
@@ -222,6 +226,7 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Retry(args) => commands::retry(ctx, args),
         Command::Result(args) => commands::result(ctx, args.job_id),
         Command::Dev(args) => dev::run(args),
+        Command::Bench(args) => bench::run(ctx, args),
     }
 }
 
@@ -320,7 +325,7 @@ mod tests {
     fn global_flags_are_accepted_after_the_subcommand() {
         let cli = parse(&["workers", "--json", "--coordinator", "10.0.0.1:1"]).expect("valid");
         assert!(cli.json);
-        assert_eq!(cli.coordinator, "10.0.0.1:1");
+        assert_eq!(cli.coordinator.as_deref(), Some("10.0.0.1:1"));
     }
 
     #[test]

@@ -44,12 +44,24 @@ impl Connection {
 
     /// Encodes and writes one frame; returns once it is handed to the kernel.
     pub(crate) fn send(&mut self, message: ClientMessage) -> Result<(), ClientError> {
-        self.write_buf.clear();
-        self.codec.encode(message, &mut self.write_buf)?;
-        self.stream
+        self.queue(message)?;
+        self.flush()
+    }
+
+    /// Encodes one frame behind any already queued, without writing: a
+    /// pipelining caller queues several and writes them with one `flush`.
+    pub(crate) fn queue(&mut self, message: ClientMessage) -> Result<(), ClientError> {
+        Ok(self.codec.encode(message, &mut self.write_buf)?)
+    }
+
+    /// Writes every queued frame.
+    pub(crate) fn flush(&mut self) -> Result<(), ClientError> {
+        let written = self
+            .stream
             .write_all(&self.write_buf)
-            .and_then(|()| self.stream.flush())
-            .map_err(|e| self.io_error(e))
+            .and_then(|()| self.stream.flush());
+        self.write_buf.clear();
+        written.map_err(|e| self.io_error(e))
     }
 
     /// Blocks until one whole frame has arrived. A clean close between frames

@@ -14,7 +14,7 @@
 //! # Ok::<(), taskyard::client::ClientError>(())
 //! ```
 
-mod connection;
+pub(crate) mod connection;
 mod error;
 
 pub use error::ClientError;
@@ -78,18 +78,11 @@ impl Client {
 
     /// `connect` with a token and, if `options.tls_ca` is set, TLS.
     pub fn connect_with(addr: &str, options: &ClientOptions) -> Result<Client, ClientError> {
-        let tcp = open_stream(addr)?;
-        let stream: Box<dyn connection::Stream> = match &options.tls_ca {
-            Some(ca) => Box::new(tls_stream(tcp, addr, ca, &options.tls_server_name)?),
-            None => Box::new(tcp),
-        };
-        let mut client = Client {
+        Ok(Client {
             addr: addr.to_string(),
-            connection: Connection::new(stream, CLIENT_MAX_FRAME_BYTES, READ_TIMEOUT),
+            connection: connect_handshaken(addr, options)?,
             next_request_id: 1,
-        };
-        client.handshake(options.token.as_ref())?;
-        Ok(client)
+        })
     }
 
     /// The address as given to `connect`.
@@ -238,27 +231,6 @@ impl Client {
         }
     }
 
-    fn handshake(&mut self, token: Option<&Secret>) -> Result<(), ClientError> {
-        let hello = Hello::new(Role::Client, token.map(Secret::expose));
-        self.connection.send(ClientMessage::Hello(hello))?;
-        match self.connection.receive()? {
-            CoordinatorToClient::Hello(hello) if hello.protocol_version == PROTOCOL_VERSION => {
-                Ok(())
-            }
-            CoordinatorToClient::Hello(hello) => Err(ClientError::VersionMismatch {
-                ours: PROTOCOL_VERSION,
-                theirs: hello.protocol_version,
-            }),
-            CoordinatorToClient::Error { message } if message == UNAUTHORIZED => {
-                Err(ClientError::Unauthorized)
-            }
-            CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
-            CoordinatorToClient::Response { request_id, .. } => Err(
-                ClientError::UnexpectedResponse(format!("response {request_id} before Hello")),
-            ),
-        }
-    }
-
     /// Sends `request` under the next request id and returns the answer
     /// carrying that id.
     fn request(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
@@ -313,6 +285,39 @@ fn tls_stream(
     let connection =
         rustls::ClientConnection::new(config, name).map_err(|e| ClientError::Tls(e.to_string()))?;
     Ok(rustls::StreamOwned::new(connection, tcp))
+}
+
+/// A framed connection to `addr` (TLS when `options.tls_ca` is set) that
+/// has exchanged `Hello` with `options.token`: the base of `Client` and of
+/// the benchmark's pipelined connections.
+pub(crate) fn connect_handshaken(
+    addr: &str,
+    options: &ClientOptions,
+) -> Result<Connection, ClientError> {
+    let tcp = open_stream(addr)?;
+    let stream: Box<dyn connection::Stream> = match &options.tls_ca {
+        Some(ca) => Box::new(tls_stream(tcp, addr, ca, &options.tls_server_name)?),
+        None => Box::new(tcp),
+    };
+    let mut connection = Connection::new(stream, CLIENT_MAX_FRAME_BYTES, READ_TIMEOUT);
+    let hello = Hello::new(Role::Client, options.token.as_ref().map(Secret::expose));
+    connection.send(ClientMessage::Hello(hello))?;
+    match connection.receive()? {
+        CoordinatorToClient::Hello(hello) if hello.protocol_version == PROTOCOL_VERSION => {
+            Ok(connection)
+        }
+        CoordinatorToClient::Hello(hello) => Err(ClientError::VersionMismatch {
+            ours: PROTOCOL_VERSION,
+            theirs: hello.protocol_version,
+        }),
+        CoordinatorToClient::Error { message } if message == UNAUTHORIZED => {
+            Err(ClientError::Unauthorized)
+        }
+        CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
+        CoordinatorToClient::Response { request_id, .. } => Err(ClientError::UnexpectedResponse(
+            format!("response {request_id} before Hello"),
+        )),
+    }
 }
 
 /// Resolves `addr` and connects to the first resolved address that accepts.

@@ -129,7 +129,7 @@ impl CoordinatorState {
                 self.end_attempt_failed(job_id, AttemptOutcome::Failed { error }, false, now);
             }
             TaskOutcome::Succeeded(result) => {
-                info!(self.log, "job succeeded"; "job" => %job_id, "worker" => %owner);
+                debug!(self.log, "job succeeded"; "job" => %job_id, "worker" => %owner);
                 self.transition(job_id, JobState::Succeeded, now, |job| {
                     job.end_attempt(AttemptOutcome::Succeeded, now);
                     job.result = Some(result.into());

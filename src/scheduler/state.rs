@@ -14,8 +14,8 @@ use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
-use slog::{error, info, Logger};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use slog::{debug, error, Logger};
+use std::collections::{BTreeSet, HashMap};
 
 /// Largest attempt budget a submission may ask for.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
@@ -94,8 +94,12 @@ pub struct CoordinatorState {
     pub(super) active_jobs: u64,
     /// Idempotency key → the job first submitted with it.
     idempotency: HashMap<String, JobId>,
+    /// Jobs changed since the last `take_dirty`, in the order they first changed.
     dirty: Vec<JobId>,
-    dirty_set: HashSet<JobId>,
+    /// For each of them, the index of the first attempt that may have
+    /// changed: only the last attempt ever changes, so attempts before the
+    /// one that was last when the job was first marked are already stored.
+    dirty_from: HashMap<JobId, usize>,
     pub(super) effects: Vec<Effect>,
     /// Counters and histograms for `/metrics`; never read by scheduling.
     pub(super) metrics: Metrics,
@@ -119,7 +123,7 @@ impl CoordinatorState {
             active_jobs: 0,
             idempotency: HashMap::new(),
             dirty: Vec::new(),
-            dirty_set: HashSet::new(),
+            dirty_from: HashMap::new(),
             effects: Vec::new(),
             metrics: Metrics::default(),
         }
@@ -149,7 +153,9 @@ impl CoordinatorState {
         };
         self.metrics.submitted += 1;
         let (job_id, no_worker) = (job.id, !self.workers.advertised(&job.task_type));
-        info!(self.log, "job submitted"; "job" => %job_id, "task_type" => &job.task_type,
+        // debug, not info: one line per job is a formatted write per job
+        // at full load, and release builds compile debug lines out.
+        debug!(self.log, "job submitted"; "job" => %job_id, "task_type" => &job.task_type,
               "priority" => %job.priority, "sequence" => job.sequence);
         self.next_sequence += 1;
         self.active_jobs += 1;
@@ -319,12 +325,15 @@ impl CoordinatorState {
             return false;
         }
         self.unindex(id);
-        let Some(job) = self.jobs.get_mut(&id) else {
+        // Taken out of the map while it changes, so it can be re-indexed
+        // without cloning it.
+        let Some(mut job) = self.jobs.remove(&id) else {
             return false;
         };
+        let attempts_from = job.history.len().saturating_sub(1);
         job.state = to;
         job.updated_at = now;
-        update(job);
+        update(&mut job);
         self.state_counts.moved(&job.task_type, from, to);
         if to.is_terminal() {
             job.finished_at = Some(now);
@@ -333,16 +342,30 @@ impl CoordinatorState {
             // A requeue: the job counts against admission again.
             self.active_jobs += 1;
         }
-        let job = job.clone();
         self.metrics.record_transition(&job, from, now);
         self.index(&job, now);
-        self.mark_dirty(id);
+        self.jobs.insert(id, job);
+        self.mark_dirty_from(id, attempts_from);
         true
     }
 
+    /// Marks the whole job, every attempt included, for the next batch.
     pub(super) fn mark_dirty(&mut self, id: JobId) {
-        if self.dirty_set.insert(id) {
-            self.dirty.push(id);
+        self.mark_dirty_from(id, 0);
+    }
+
+    /// Marks the job for the next batch; attempts from index `from` on
+    /// may have changed.
+    fn mark_dirty_from(&mut self, id: JobId, from: usize) {
+        match self.dirty_from.entry(id) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let earliest = (*e.get()).min(from);
+                e.insert(earliest);
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(from);
+                self.dirty.push(id);
+            }
         }
     }
 
@@ -351,12 +374,24 @@ impl CoordinatorState {
         !self.dirty.is_empty()
     }
 
-    /// The rows changed since the last call, in the order they first changed.
+    /// The rows changed since the last call, in the order they first
+    /// changed. Each row's `history` holds only the attempts that may have
+    /// changed since the row was last taken (earlier ones are stored
+    /// already and never change), so a commit rewrites no old attempt.
     pub fn take_dirty(&mut self) -> Vec<Job> {
-        self.dirty_set.clear();
         let ids = std::mem::take(&mut self.dirty);
+        let mut from = std::mem::take(&mut self.dirty_from);
         ids.iter()
-            .filter_map(|id| self.jobs.get(id).cloned())
+            .filter_map(|id| {
+                let job = self.jobs.get_mut(id)?;
+                let first = from.remove(id).unwrap_or(0).min(job.history.len());
+                // Clone everything but the history, then only its changed tail.
+                let history = std::mem::take(&mut job.history);
+                let mut row = job.clone();
+                row.history = history[first..].to_vec();
+                job.history = history;
+                Some(row)
+            })
             .collect()
     }
 

@@ -113,8 +113,11 @@ impl JobStore {
         Ok(histories)
     }
 
-    /// Writes all `rows` (inserting new jobs, updating known ones) in one
-    /// transaction: after it returns `Ok`, every row is durable.
+    /// Writes all `rows` (inserting new jobs, updating known ones) and the
+    /// attempts each row carries in one transaction: after it returns `Ok`,
+    /// every row is durable. A row's `history` may be only the attempts that
+    /// changed (see `CoordinatorState::take_dirty`); stored attempts it
+    /// leaves out are kept.
     pub fn commit(&mut self, rows: &[Job]) -> Result<(), StoreError> {
         let path = &self.path;
         let fail = |reason: String| StoreError {
@@ -313,6 +316,30 @@ mod tests {
         let mut loaded = store.load_all().expect("load");
         loaded.sort_by_key(|j| j.sequence);
         assert_eq!(loaded, vec![a, b]);
+    }
+
+    #[test]
+    fn a_row_carrying_only_its_changed_attempt_keeps_the_stored_ones() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
+        let mut full = job(1, JobState::Running);
+        full.end_attempt(AttemptOutcome::Failed { error: "e".into() }, 15);
+        full.history.push(Attempt {
+            number: 2,
+            started_at: 16,
+            ..full.history[0].clone()
+        });
+        store.commit(&[full.clone()]).expect("commit");
+        full.end_attempt(AttemptOutcome::Succeeded, 20);
+        full.state = JobState::Succeeded;
+        let changed_only = Job {
+            history: full.history[1..].to_vec(),
+            ..full.clone()
+        };
+        store.commit(&[changed_only]).expect("update");
+        let loaded = store.load_all().expect("load");
+        assert_eq!(loaded, vec![full]);
     }
 
     #[test]

@@ -266,6 +266,8 @@ impl Handler<Inspect> for Coordinator {
             active_jobs: self.state.active_jobs(),
             held_effects: self.outbox.held(),
             durable_batch: self.outbox.durable(),
+            batches_committed: self.stats.batches,
+            rows_committed: self.stats.rows,
         })
     }
 }

@@ -122,8 +122,10 @@ pub struct Sweep;
 #[rtype(result = "()")]
 pub struct Shutdown;
 
-/// Test inspection: the number of non-terminal jobs, effects still held
-/// and the newest durable batch, after checking every state invariant.
+/// Inspection for tests and `taskyard bench`: the number of non-terminal
+/// jobs, effects still held, the newest durable batch and how many batches
+/// and rows were committed, after checking every state invariant (a pass
+/// over every job: not for a hot path).
 #[derive(Message)]
 #[rtype(result = "Result<Inspection, String>")]
 pub struct Inspect;
@@ -134,4 +136,9 @@ pub struct Inspection {
     pub active_jobs: u64,
     pub held_effects: usize,
     pub durable_batch: u64,
+    /// Persistence batches committed since start-up.
+    pub batches_committed: u64,
+    /// Job rows written by those batches (a row changed twice while one
+    /// batch was in flight counts once).
+    pub rows_committed: u64,
 }

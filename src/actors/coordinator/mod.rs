@@ -37,7 +37,15 @@ pub struct Coordinator {
     in_flight: Option<Vec<JobId>>,
     commit_retry_pending: bool,
     stopping: bool,
+    stats: CommitStats,
     log: Logger,
+}
+
+/// Group-commit counters, reported by `Inspect`.
+#[derive(Debug, Default, Clone, Copy)]
+struct CommitStats {
+    batches: u64,
+    rows: u64,
 }
 
 impl Coordinator {
@@ -57,6 +65,7 @@ impl Coordinator {
             in_flight: None,
             commit_retry_pending: false,
             stopping: false,
+            stats: CommitStats::default(),
             log,
         }
     }
@@ -134,11 +143,14 @@ impl Coordinator {
     fn committed(&mut self, number: u64, result: Result<(), StoreError>, ctx: &mut Context<Self>) {
         let rows = self.in_flight.take().unwrap_or_default();
         match result {
-            Ok(()) => self
-                .outbox
-                .committed(number)
-                .into_iter()
-                .for_each(Delivery::deliver),
+            Ok(()) => {
+                self.stats.batches += 1;
+                self.stats.rows += rows.len() as u64;
+                self.outbox
+                    .committed(number)
+                    .into_iter()
+                    .for_each(Delivery::deliver);
+            }
             Err(e) => {
                 error!(self.log, "commit failed; answers held until it succeeds";
                        "batch" => number, "error" => %e);

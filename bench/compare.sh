@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Side by side: the issue-7 workload (20,000 no-op jobs, producer pipelining
+# 100, 4 worker connections acknowledging one job at a time) against
+# beanstalkd (in memory, and with a binlog fsynced on every write) and
+# gearmand (in memory), then `taskyard bench` (durable, synchronous=FULL),
+# in the same run on the same machine. Prints median drain rates of RUNS
+# runs and taskyard's ratio to each.
+#
+#   bench/compare.sh            # RUNS=3 JOBS=20000 by default
+#   RUNS=1 JOBS=5000 bench/compare.sh
+set -euo pipefail
+
+RUNS=${RUNS:-3}
+JOBS=${JOBS:-20000}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(dirname "$HERE")
+TASKYARD=${TASKYARD:-$ROOT/target/release/taskyard}
+WORK=$(mktemp -d)
+PIDS=()
+
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+install_if_missing() {
+    if ! command -v beanstalkd >/dev/null \
+        || ! { command -v gearmand >/dev/null || [ -x /usr/sbin/gearmand ]; }; then
+        apt-get update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y beanstalkd gearman-job-server
+    fi
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_for_port() {
+    for _ in $(seq 100); do
+        if python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    echo "server on port $1 did not start" >&2
+    return 1
+}
+
+# run_server NAME LOADGEN-KIND COMMAND...: starts the server with PORT
+# substituted, runs the load generator, stops the server by its PID.
+run_server() {
+    local name=$1 kind=$2; shift 2
+    local port; port=$(free_port)
+    local cmd=("${@//PORT/$port}")
+    "${cmd[@]}" >"$WORK/$name.log" 2>&1 &
+    local pid=$!
+    PIDS+=("$pid")
+    wait_for_port "$port"
+    python3 "$HERE/loadgen.py" "$kind" "127.0.0.1:$port" --jobs "$JOBS" >>"$WORK/$name.jsonl"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+}
+
+run_taskyard() {
+    local name=$1; shift
+    "$TASKYARD" bench --jobs "$JOBS" --latency-jobs 0 --json "$@" \
+        | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["throughput"]))' \
+        >>"$WORK/$name.jsonl"
+}
+
+install_if_missing
+GEARMAND=$(command -v gearmand || echo /usr/sbin/gearmand)
+[ -x "$TASKYARD" ] || (cd "$ROOT" && cargo build --release --bin taskyard)
+
+for run in $(seq "$RUNS"); do
+    echo "run $run of $RUNS" >&2
+    rm -rf "$WORK/binlog"; mkdir -p "$WORK/binlog"
+    run_server beanstalkd-memory beanstalkd beanstalkd -l 127.0.0.1 -p PORT
+    run_server beanstalkd-fsync beanstalkd beanstalkd -l 127.0.0.1 -p PORT -b "$WORK/binlog" -f 0
+    run_server gearmand-memory gearmand "$GEARMAND" --listen=127.0.0.1 --port=PORT --log-file=none
+    run_taskyard taskyard-full
+    run_taskyard taskyard-full-batch1 --batch 1
+done
+
+python3 - "$WORK" <<'PY'
+import json, statistics, sys, os
+work = sys.argv[1]
+def median(name):
+    rows = [json.loads(l) for l in open(os.path.join(work, name + ".jsonl"))]
+    return statistics.median(r["drain_jobs_per_sec"] for r in rows), len(rows)
+servers = [
+    ("gearmand-memory", "gearmand 1.1, in memory", "none"),
+    ("beanstalkd-memory", "beanstalkd 1.12, in memory", "none"),
+    ("beanstalkd-fsync", "beanstalkd 1.12, -b DIR -f 0", "every write fsynced"),
+    ("taskyard-full", "taskyard, synchronous=FULL, batch 100", "every answer after its commit"),
+    ("taskyard-full-batch1", "taskyard, synchronous=FULL, --batch 1", "every answer after its commit"),
+]
+ty, _ = median("taskyard-full")
+ty1, _ = median("taskyard-full-batch1")
+print("| server | durability | drain jobs/s (median of %d) | taskyard batch 100 ÷ this | taskyard batch 1 ÷ this |" % median("taskyard-full")[1])
+print("|---|---|---:|---:|---:|")
+for name, label, durability in servers:
+    rate, _ = median(name)
+    print("| %s | %s | %.0f | %.2f× | %.2f× |" % (label, durability, rate, ty / rate, ty1 / rate))
+PY

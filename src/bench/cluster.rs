@@ -1,0 +1,253 @@
+//! What the benchmark runs against: a coordinator it starts in this process
+//! (temporary database, ephemeral ports) or one already running, plus
+//! in-process workers that run the benchmark's no-op task types.
+
+use crate::actors::coordinator::{Inspect, Inspection};
+use crate::actors::CoordinatorHandle;
+use crate::bench::{BenchError, BenchOptions};
+use crate::client::Client;
+use crate::client::ClientOptions;
+use crate::config::{CoordinatorConfig, WorkerConfig};
+use crate::protocol::{JobId, TaskOutcome};
+use crate::worker::{TaskRegistry, WorkerHandle};
+use slog::Logger;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Succeeds at once: what the throughput phase submits.
+pub const NOOP: &str = "bench.noop";
+/// Succeeds at once after noting when it started: the paced latency phase.
+pub const TIMED: &str = "bench.timed";
+/// No worker runs it: `--preload` jobs wait behind everything else.
+pub const UNRUN: &str = "bench.unrun";
+/// Advertised by `--idle-workers` connections; never submitted.
+pub const IDLE: &str = "bench.idle";
+
+/// When each `TIMED` job started on a worker.
+#[derive(Clone, Default)]
+pub struct StartTimes(Arc<Mutex<HashMap<JobId, Instant>>>);
+
+impl StartTimes {
+    fn record(&self, job: JobId) {
+        if let Ok(mut times) = self.0.lock() {
+            times.insert(job, Instant::now());
+        }
+    }
+
+    pub fn get(&self, job: JobId) -> Option<Instant> {
+        self.0.lock().ok()?.get(&job).copied()
+    }
+}
+
+/// A coordinator (owned or remote) and the benchmark's workers.
+pub struct Cluster {
+    pub client_addr: String,
+    pub client_options: ClientOptions,
+    pub worker_addr: String,
+    pub start_times: StartTimes,
+    own: Option<OwnCoordinator>,
+    workers: Vec<WorkerHandle>,
+    log: Logger,
+}
+
+/// A coordinator this process started, with its temporary database.
+struct OwnCoordinator {
+    handle: CoordinatorHandle,
+    config: CoordinatorConfig,
+    dir: TempDir,
+}
+
+impl Cluster {
+    /// Starts (or reaches) the coordinator and `opts.workers` workers, and
+    /// returns once every worker is registered.
+    pub fn start(opts: &BenchOptions, log: Logger) -> Result<Cluster, BenchError> {
+        let (own, client_addr, worker_addr) = match &opts.coordinator {
+            Some(addr) => (None, addr.clone(), remote_worker_addr(opts, addr)?),
+            None => {
+                let own = OwnCoordinator::start(opts, log.clone())?;
+                let (c, w) = (own.handle.client_addr, own.handle.worker_addr);
+                (Some(own), c.to_string(), w.to_string())
+            }
+        };
+        let start_times = StartTimes::default();
+        let workers = (1..=opts.workers)
+            .map(|i| {
+                let config = WorkerConfig {
+                    coordinator: worker_addr.clone(),
+                    worker_id: format!("bench-{}-{i}", std::process::id()),
+                    capacity: opts.capacity,
+                    ..WorkerConfig::default()
+                };
+                WorkerHandle::spawn_with_registry(config, registry(&start_times), log.clone())
+            })
+            .collect();
+        let cluster = Cluster {
+            client_addr,
+            client_options: opts.client.clone(),
+            worker_addr,
+            start_times,
+            own,
+            workers,
+            log,
+        };
+        cluster.wait_for_workers(Duration::from_secs(15))?;
+        Ok(cluster)
+    }
+
+    fn wait_for_workers(&self, within: Duration) -> Result<(), BenchError> {
+        let mut client = Client::connect_with(&self.client_addr, &self.client_options)?;
+        let deadline = Instant::now() + within;
+        let ours: Vec<_> = self.workers.iter().map(|w| w.worker_id().clone()).collect();
+        loop {
+            let connected = client.workers()?;
+            if ours
+                .iter()
+                .all(|id| connected.iter().any(|w| &w.worker_id == id))
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(BenchError::Failed(format!(
+                    "workers did not register at {} within {within:?}",
+                    self.worker_addr
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// True when the coordinator runs in this process (its thread CPU and
+    /// commit counters can be read).
+    pub fn is_own(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// The coordinator's counters; `None` for a remote coordinator.
+    pub fn inspect(&self) -> Result<Option<Inspection>, BenchError> {
+        let Some(own) = &self.own else {
+            return Ok(None);
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|e| BenchError::Failed(format!("cannot build a runtime: {e}")))?;
+        let inspected = runtime
+            .block_on(own.handle.coordinator().send(Inspect))
+            .map_err(|e| BenchError::Failed(format!("coordinator unreachable: {e}")))?;
+        inspected
+            .map(Some)
+            .map_err(|e| BenchError::Failed(format!("coordinator invariant broken: {e}")))
+    }
+
+    /// Stops the workers, stops the coordinator gracefully and starts it
+    /// again on the same database: how long until it is ready to serve, and
+    /// how many rows it loaded. `None` for a remote coordinator.
+    pub fn restart_timed(&mut self) -> Result<Option<(Duration, usize)>, BenchError> {
+        self.stop_workers();
+        let Some(own) = self.own.take() else {
+            return Ok(None);
+        };
+        own.handle.stop();
+        let started = Instant::now();
+        let handle = CoordinatorHandle::spawn(own.config.clone(), self.log.clone())
+            .map_err(|e| BenchError::Start(e.to_string()))?;
+        let ready = started.elapsed();
+        let rows = handle.recovery.loaded;
+        self.own = Some(OwnCoordinator { handle, ..own });
+        Ok(Some((ready, rows)))
+    }
+
+    fn stop_workers(&mut self) {
+        for worker in self.workers.drain(..) {
+            worker.stop();
+        }
+    }
+
+    /// Stops everything this process started and removes its database.
+    pub fn stop(mut self) {
+        self.stop_workers();
+        if let Some(own) = self.own.take() {
+            own.handle.stop();
+            drop(own.dir);
+        }
+    }
+}
+
+impl OwnCoordinator {
+    fn start(opts: &BenchOptions, log: Logger) -> Result<OwnCoordinator, BenchError> {
+        let dir = TempDir::create()?;
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        let needed = opts.preload + opts.jobs + u64::from(opts.latency_jobs) + 1000;
+        let config = CoordinatorConfig {
+            client_listen: any_port,
+            worker_listen: any_port,
+            db_path: dir.0.join("bench.db"),
+            sqlite_synchronous: opts.synchronous,
+            max_active_jobs: needed.max(CoordinatorConfig::default().max_active_jobs),
+            http_listen: String::new(),
+            ..CoordinatorConfig::default()
+        };
+        let handle = CoordinatorHandle::spawn(config.clone(), log)
+            .map_err(|e| BenchError::Start(e.to_string()))?;
+        Ok(OwnCoordinator {
+            handle,
+            config,
+            dir,
+        })
+    }
+}
+
+/// `--worker-addr`, else the client port plus one (the default layout,
+/// 7400 for clients and 7401 for workers).
+fn remote_worker_addr(opts: &BenchOptions, client_addr: &str) -> Result<String, BenchError> {
+    if let Some(addr) = &opts.worker_addr {
+        return Ok(addr.clone());
+    }
+    let bad = || {
+        BenchError::Failed(format!(
+            "cannot derive the worker address from {client_addr:?}; pass --worker-addr"
+        ))
+    };
+    let (host, port) = client_addr.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    Ok(format!("{host}:{}", port.checked_add(1).ok_or_else(bad)?))
+}
+
+/// The benchmark's task types: `NOOP` and `TIMED`.
+fn registry(start_times: &StartTimes) -> TaskRegistry {
+    let mut registry = TaskRegistry::empty();
+    let done = || async { TaskOutcome::Succeeded(Vec::new()) };
+    let times = start_times.clone();
+    // Both names are valid task types, so registering cannot fail.
+    let _ = registry.register(NOOP, move |_, _| done());
+    let _ = registry.register(TIMED, move |ctx, _| {
+        times.record(ctx.job_id);
+        done()
+    });
+    registry
+}
+
+/// A directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn create() -> Result<TempDir, BenchError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path =
+            std::env::temp_dir().join(format!("taskyard-bench-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path)
+            .map_err(|e| BenchError::Start(format!("cannot create {}: {e}", path.display())))?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

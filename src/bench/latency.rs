@@ -1,0 +1,122 @@
+//! The paced phase: one job at a time at a fixed interval, so each job
+//! meets an idle pipeline and its latency is not queueing behind the others.
+//!
+//! Submit-to-start is measured in this process: from just before the
+//! `Submit` is written to the moment the `bench.timed` task starts on a
+//! worker (both `Instant`s, microsecond resolution). Submit-to-done is the
+//! coordinator's own record, terminal `updated_at` minus `submitted_at`
+//! (millisecond resolution): it includes the commit of the result.
+
+use crate::bench::cluster::StartTimes;
+use crate::bench::load::finished_counts;
+use crate::bench::BenchError;
+use crate::client::Client;
+use crate::client::ClientOptions;
+use crate::protocol::{JobId, SubmitAnswer, SubmitRequest};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// p50, p99 and max of one latency, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Percentiles {
+    pub samples: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `values`.
+    pub fn of(mut values: Vec<f64>) -> Percentiles {
+        values.sort_by(f64::total_cmp);
+        let rank = |p: usize| {
+            let i = (values.len() * p).div_ceil(100).saturating_sub(1);
+            values.get(i).copied().unwrap_or(0.0)
+        };
+        Percentiles {
+            samples: values.len(),
+            p50_ms: rank(50),
+            p99_ms: rank(99),
+            max_ms: values.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// Both latencies of the paced phase.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Latency {
+    pub interval_ms: u64,
+    pub submit_to_start: Percentiles,
+    pub submit_to_done: Percentiles,
+}
+
+/// Submits `jobs` jobs of `template` one every `interval`, waits for all of
+/// them to finish and reads both latencies.
+pub fn paced(
+    addr: &str,
+    options: &ClientOptions,
+    jobs: u32,
+    interval: Duration,
+    template: &SubmitRequest,
+    start_times: &StartTimes,
+) -> Result<Latency, BenchError> {
+    let mut client = Client::connect_with(addr, options)?;
+    let (base, _) = finished_counts(&mut client, &template.task_type)?;
+    let mut sent: Vec<(JobId, Instant)> = Vec::with_capacity(jobs as usize);
+    let began = Instant::now();
+    for i in 0..jobs {
+        let tick = began + interval * i;
+        std::thread::sleep(tick.saturating_duration_since(Instant::now()));
+        let at = Instant::now();
+        match client.submit(template.clone())? {
+            SubmitAnswer::Accepted { job_id, .. } => sent.push((job_id, at)),
+            SubmitAnswer::Rejected(r) => return Err(BenchError::Failed(r.reason)),
+        }
+    }
+    wait_finished(&mut client, &template.task_type, base + sent.len() as u64)?;
+    let mut to_start = Vec::with_capacity(sent.len());
+    let mut to_done = Vec::with_capacity(sent.len());
+    for (job_id, at) in &sent {
+        if let Some(started) = start_times.get(*job_id) {
+            to_start.push(started.saturating_duration_since(*at).as_secs_f64() * 1000.0);
+        }
+        if let Some(view) = client.status(*job_id)? {
+            to_done.push((view.updated_at - view.submitted_at) as f64);
+        }
+    }
+    Ok(Latency {
+        interval_ms: interval.as_millis() as u64,
+        submit_to_start: Percentiles::of(to_start),
+        submit_to_done: Percentiles::of(to_done),
+    })
+}
+
+fn wait_finished(client: &mut Client, task_type: &str, target: u64) -> Result<(), BenchError> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while finished_counts(client, task_type)?.0 < target {
+        if Instant::now() > deadline {
+            return Err(BenchError::Failed(
+                "paced jobs did not finish within 60 s".into(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let p = Percentiles::of((1..=100).rev().map(f64::from).collect());
+        assert_eq!(
+            (p.samples, p.p50_ms, p.p99_ms, p.max_ms),
+            (100, 50.0, 99.0, 100.0)
+        );
+        let one = Percentiles::of(vec![3.0]);
+        assert_eq!((one.p50_ms, one.p99_ms, one.max_ms), (3.0, 3.0, 3.0));
+        assert_eq!(Percentiles::of(Vec::new()).samples, 0);
+    }
+}

@@ -1,0 +1,134 @@
+//! `taskyard bench`: flags, progress on a terminal, and the report.
+
+use crate::bench::{self, BenchOptions};
+use crate::cli::{CliError, Context, Exit};
+use crate::config::{LogFormat, LogLevel, Synchronous};
+use clap::Args;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// No-op jobs to submit and drain.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub jobs: u64,
+    /// In-process workers.
+    #[arg(long, value_name = "W", default_value_t = 4)]
+    pub workers: u32,
+    /// Task slots per worker.
+    #[arg(long, value_name = "C", default_value_t = 8)]
+    pub capacity: u32,
+    /// Submitting connections, one thread each.
+    #[arg(long, value_name = "K", default_value_t = 4)]
+    pub clients: u32,
+    /// Jobs per SubmitBatch; 1 sends one Submit per job.
+    #[arg(long, value_name = "B", default_value_t = 100)]
+    pub batch: u32,
+    /// Jobs each client keeps in flight (written ahead of their answers).
+    #[arg(long, value_name = "N", default_value_t = 400)]
+    pub window: u32,
+    /// Size of each job's MessagePack payload.
+    #[arg(long, value_name = "BYTES", default_value_t = 32)]
+    pub payload_bytes: usize,
+    /// SQLite synchronous mode of the coordinator started here.
+    #[arg(long, default_value = "full")]
+    pub synchronous: Synchronous,
+    /// Queue this many LOW jobs of a type no worker runs before measuring.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub preload: u64,
+    /// Also connect N raw workers that only heartbeat, and report the
+    /// coordinator thread's CPU while they do.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub idle_workers: u32,
+    /// How long to measure the idle workers' cost.
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    pub idle_secs: u64,
+    /// Jobs in the paced latency phase (0 skips it).
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    pub latency_jobs: u32,
+    /// Pause between paced jobs.
+    #[arg(long, value_name = "MS", default_value_t = 5)]
+    pub latency_interval_ms: u64,
+    /// At the end, restart the coordinator on its database and time recovery.
+    #[arg(long)]
+    pub recovery: bool,
+    /// With --coordinator: where the in-process workers connect (default:
+    /// the client port plus one).
+    #[arg(long, value_name = "ADDR")]
+    pub worker_addr: Option<String>,
+    /// Log level of the in-process coordinator and workers (stderr). The
+    /// default keeps the expected "worker lost" lines of the final stop quiet.
+    #[arg(long, default_value = "error")]
+    pub log_level: LogLevel,
+}
+
+/// Runs the benchmark and prints its report.
+pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
+    if args.jobs == 0
+        || args.workers == 0
+        || args.capacity == 0
+        || args.clients == 0
+        || args.batch == 0
+    {
+        return Err(CliError::BadArgument(
+            "--jobs, --workers, --capacity, --clients and --batch must be at least 1".into(),
+        ));
+    }
+    let log = crate::logging::build_logger(args.log_level, LogFormat::Text);
+    let opts = options(ctx, &args);
+    let tty = std::io::stderr().is_terminal();
+    let progress = |phase: &str, done: u64, total: u64| {
+        if tty {
+            draw(phase, done, total);
+        }
+    };
+    let report = bench::run(&opts, log, &progress);
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    let report = report.map_err(|e| CliError::Setup(format!("bench: {e}")))?;
+    let text = if ctx.json {
+        serde_json::to_string_pretty(&report).map_err(|e| CliError::Setup(e.to_string()))? + "\n"
+    } else {
+        report.to_text()
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(CliError::Output)?;
+    Ok(Exit::Success)
+}
+
+fn options(ctx: &Context, args: &BenchArgs) -> BenchOptions {
+    BenchOptions {
+        coordinator: ctx.coordinator_given.then(|| ctx.coordinator.clone()),
+        client: ctx.options.clone(),
+        worker_addr: args.worker_addr.clone(),
+        jobs: args.jobs,
+        workers: args.workers,
+        capacity: args.capacity,
+        clients: args.clients,
+        batch: args.batch,
+        window: args.window,
+        payload_bytes: args.payload_bytes,
+        synchronous: args.synchronous,
+        preload: args.preload,
+        idle_workers: args.idle_workers,
+        idle_window: Duration::from_secs(args.idle_secs.max(1)),
+        latency_jobs: args.latency_jobs,
+        latency_interval: Duration::from_millis(args.latency_interval_ms),
+        recovery: args.recovery,
+    }
+}
+
+/// One line, redrawn in place: `drain [#####.....] 12000/20000`.
+fn draw(phase: &str, done: u64, total: u64) {
+    const WIDTH: u64 = 30;
+    let filled = (done.min(total) * WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH) as usize;
+    eprint!(
+        "\r{phase} [{}{}] {done}/{total}",
+        "#".repeat(filled),
+        ".".repeat(WIDTH as usize - filled)
+    );
+}
