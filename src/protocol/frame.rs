@@ -110,7 +110,7 @@ mod tests {
     use super::*;
     use crate::protocol::ids::{JobId, LeaseId, WorkerId};
     use crate::protocol::job_state::JobState;
-    use crate::protocol::messages::*;
+    use crate::protocol::*;
 
     fn round_trip<T>(message: T)
     where

@@ -1,13 +1,20 @@
 //! Everything both ends of a connection agree on: identifiers, wire messages,
 //! framing, the job state machine and payload validation.
 
+pub mod byte_fields;
 pub mod frame;
+pub mod hello;
 pub mod ids;
 pub mod job_state;
 pub mod messages;
 pub mod payloads;
+pub mod priority;
+pub mod views;
 
 pub use frame::{FrameCodec, ProtocolError, DEFAULT_MAX_FRAME_BYTES};
+pub use hello::{Hello, Role, PROTOCOL_VERSION, UNAUTHORIZED};
 pub use ids::{JobId, LeaseId, WorkerId};
 pub use job_state::{IllegalTransition, JobState};
 pub use messages::*;
+pub use priority::Priority;
+pub use views::*;

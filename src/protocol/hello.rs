@@ -1,0 +1,62 @@
+//! The first frame on every connection: protocol version, role and token.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Bumped on any incompatible change; peers with different versions refuse
+/// each other in the `Hello` exchange.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The `Error` frame text for a missing or wrong token; clients match on it.
+pub const UNAUTHORIZED: &str = "unauthorized";
+
+/// Which listener a peer believes it is talking to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Worker,
+    Client,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Worker => "worker",
+            Role::Client => "client",
+        })
+    }
+}
+
+/// The first frame on every connection, in both directions: the peer
+/// announces itself, the coordinator answers with its own version.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol_version: u32,
+    pub role: Role,
+    /// The peer's shared secret for this listener, when one is configured.
+    /// Never sent by the coordinator.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+impl Hello {
+    /// A `Hello` of this protocol version, with `token` if given.
+    pub fn new(role: Role, token: Option<&str>) -> Hello {
+        Hello {
+            protocol_version: PROTOCOL_VERSION,
+            role,
+            token: token.map(str::to_string),
+        }
+    }
+}
+
+impl fmt::Debug for Hello {
+    /// The token is never printed.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hello")
+            .field("protocol_version", &self.protocol_version)
+            .field("role", &self.role)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
