@@ -1,0 +1,236 @@
+//! The coordinator's keys, their defaults, and the checks that refuse an
+//! unusable or insecure configuration before anything is opened.
+
+use crate::config::{
+    at_least, frame_size, secret, ConfigOptions, Invalid, LogFormat, LogLevel, Synchronous,
+    Validate,
+};
+use crate::security::Secret;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+config_struct! {
+    /// Everything the coordinator reads at start-up.
+    CoordinatorConfig / CoordinatorOptions {
+        /// Address the client listener binds (CLI and client library).
+        client_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 7400)),
+        /// Address the worker listener binds.
+        worker_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 7401)),
+        /// SQLite database file; created if missing.
+        db_path: PathBuf = PathBuf::from("taskyard-data/taskyard.db"),
+        /// SQLite `synchronous` mode: full (every commit fsynced), normal or off.
+        sqlite_synchronous: Synchronous = Synchronous::Full,
+        /// How often the coordinator checks heartbeats, deadlines and retries.
+        sweep_interval_millis: u64 = 500,
+        /// A worker silent for longer than this is declared dead.
+        heartbeat_timeout_millis: u64 = 6000,
+        /// Per-attempt deadline for jobs submitted without their own timeout.
+        task_timeout_millis: u64 = 300_000,
+        /// Age after which a queued job's effective priority rises one level.
+        aging_step_millis: u64 = 30_000,
+        /// Submissions are rejected while this many jobs are not terminal.
+        max_active_jobs: u64 = 100_000,
+        /// First retry delay; doubles per attempt.
+        retry_base_millis: u64 = 1000,
+        /// Longest retry delay.
+        retry_cap_millis: u64 = 30_000,
+        /// Attempt budget for jobs submitted without their own.
+        default_max_attempts: u32 = 3,
+        /// Largest accepted frame, in either direction.
+        max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
+        /// Largest accepted job payload.
+        max_payload_bytes: usize = 256 * 1024,
+        /// Largest accepted task result; a bigger one fails its attempt.
+        max_result_bytes: usize = 1024 * 1024,
+        /// Shared secret workers must present (empty: none required).
+        worker_token: String = String::new(),
+        /// File holding the worker token (first line), instead of worker-token.
+        worker_token_file: PathBuf = PathBuf::new(),
+        /// Shared secret clients must present (empty: none required).
+        client_token: String = String::new(),
+        /// File holding the client token (first line), instead of client-token.
+        client_token_file: PathBuf = PathBuf::new(),
+        /// PEM certificate chain; with tls-key, both listeners speak TLS.
+        tls_cert: PathBuf = PathBuf::new(),
+        /// PEM private key for tls-cert.
+        tls_key: PathBuf = PathBuf::new(),
+        /// Allow a non-loopback listener without TLS (tokens still required).
+        allow_plaintext: bool = false,
+        /// Open connections per listener; more are refused with an error frame.
+        max_connections: usize = 1024,
+        /// Requests one client connection may have waiting for answers.
+        max_in_flight_requests: usize = 64,
+        /// A connection without a valid Hello by then is closed.
+        handshake_timeout_millis: u64 = 5000,
+        /// error, warn, info, debug or trace.
+        log_level: LogLevel = LogLevel::Info,
+        /// text (human-readable) or json (one object per line).
+        log_format: LogFormat = LogFormat::Text,
+        /// Address of the HTTP API, metrics and dashboard; empty turns it off.
+        http_listen: String = "127.0.0.1:7480".to_string(),
+    }
+}
+
+impl CoordinatorConfig {
+    /// The token workers must present, read from its file if configured.
+    pub fn worker_secret(&self) -> Result<Option<Secret>, Invalid> {
+        secret(
+            &self.worker_token,
+            "worker-token",
+            &self.worker_token_file,
+            "worker-token-file",
+        )
+    }
+
+    /// The token clients must present, read from its file if configured.
+    pub fn client_secret(&self) -> Result<Option<Secret>, Invalid> {
+        secret(
+            &self.client_token,
+            "client-token",
+            &self.client_token_file,
+            "client-token-file",
+        )
+    }
+
+    /// True when both listeners speak TLS.
+    pub fn tls_enabled(&self) -> bool {
+        !self.tls_cert.as_os_str().is_empty()
+    }
+
+    fn require_token(
+        &self,
+        key: &str,
+        addr: SocketAddr,
+        token_key: &str,
+        set: bool,
+    ) -> Result<(), Invalid> {
+        if set {
+            return Ok(());
+        }
+        Err((
+            token_key.into(),
+            format!("{key} {addr} is not a loopback address: set {token_key} or {token_key}-file"),
+        ))
+    }
+
+    /// The HTTP listener has no TLS: off loopback it needs the client
+    /// token and `allow-plaintext`.
+    fn check_http_exposure(&self) -> Result<(), Invalid> {
+        let Some(addr) = self.http_addr()?.filter(|a| !a.ip().is_loopback()) else {
+            return Ok(());
+        };
+        self.require_token(
+            "http-listen",
+            addr,
+            "client-token",
+            self.client_secret()?.is_some(),
+        )?;
+        if !self.allow_plaintext {
+            return Err(("allow-plaintext".into(), format!(
+                "http-listen {addr} is not a loopback address and serves plain HTTP: put it behind a TLS proxy and set allow-plaintext = true"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Secure by default: a listener reachable from other machines needs a
+    /// token, and TLS unless `allow-plaintext` is set.
+    fn check_exposure(&self) -> Result<(), Invalid> {
+        self.check_http_exposure()?;
+        let listeners = [
+            (
+                "client-listen",
+                self.client_listen,
+                "client-token",
+                self.client_secret()?,
+            ),
+            (
+                "worker-listen",
+                self.worker_listen,
+                "worker-token",
+                self.worker_secret()?,
+            ),
+        ];
+        for (key, addr, token_key, token) in listeners {
+            if addr.ip().is_loopback() {
+                continue;
+            }
+            self.require_token(key, addr, token_key, token.is_some())?;
+            if token.is_none() {
+                return Err((
+                    token_key.into(),
+                    format!(
+                    "{key} {addr} is not a loopback address: set {token_key} or {token_key}-file"
+                ),
+                ));
+            }
+            if !self.tls_enabled() && !self.allow_plaintext {
+                return Err(("tls-cert".into(), format!(
+                    "{key} {addr} is not a loopback address: set tls-cert and tls-key, or allow-plaintext = true"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Validate for CoordinatorConfig {
+    fn validate(&self) -> Result<(), Invalid> {
+        at_least("sweep-interval-millis", self.sweep_interval_millis, 10)?;
+        at_least(
+            "heartbeat-timeout-millis",
+            self.heartbeat_timeout_millis,
+            10,
+        )?;
+        at_least("task-timeout-millis", self.task_timeout_millis, 1)?;
+        at_least("aging-step-millis", self.aging_step_millis, 1)?;
+        at_least("max-active-jobs", self.max_active_jobs, 1)?;
+        at_least("retry-base-millis", self.retry_base_millis, 1)?;
+        at_least(
+            "retry-cap-millis",
+            self.retry_cap_millis,
+            self.retry_base_millis,
+        )?;
+        at_least("default-max-attempts", self.default_max_attempts.into(), 1)?;
+        at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
+        at_least("max-connections", self.max_connections as u64, 1)?;
+        at_least(
+            "max-in-flight-requests",
+            self.max_in_flight_requests as u64,
+            1,
+        )?;
+        at_least(
+            "handshake-timeout-millis",
+            self.handshake_timeout_millis,
+            10,
+        )?;
+        if self.tls_cert.as_os_str().is_empty() != self.tls_key.as_os_str().is_empty() {
+            return Err(("tls-key".into(), "tls-cert and tls-key go together".into()));
+        }
+        if self.tls_enabled() {
+            crate::security::tls::acceptor(&self.tls_cert, &self.tls_key)
+                .map_err(|reason| ("tls-cert".to_string(), reason))?;
+        }
+        self.check_exposure()?;
+        at_least("max-result-bytes", self.max_result_bytes as u64, 1)?;
+        self.http_addr()?;
+        frame_size(self.max_frame_bytes)
+    }
+}
+
+impl CoordinatorConfig {
+    /// The HTTP listener's address, `None` when `http-listen` is empty.
+    pub fn http_addr(&self) -> Result<Option<SocketAddr>, Invalid> {
+        let text = self.http_listen.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(|_| {
+            (
+                "http-listen".to_string(),
+                format!("{text:?} is not host:port (or empty to disable)"),
+            )
+        })
+    }
+}

@@ -1,0 +1,353 @@
+//! Process configuration: TOML files with kebab-case keys, every key also a
+//! command-line flag of the same name, flags overriding the file. Loaded and
+//! validated completely before anything is opened.
+
+/// Declares a resolved config struct with defaults and its all-optional twin
+/// that is both the TOML schema and the clap flag set, so a key, its flag and
+/// its default are written once.
+macro_rules! config_struct {
+    (
+        $(#[$meta:meta])*
+        $name:ident / $options:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                $(#[arg($($arg:tt)*)])?
+                $field:ident : $ty:ty = $default:expr,
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name { $( $field: $default, )* }
+            }
+        }
+
+        /// Every key optional: what one source (file or flags) set.
+        #[derive(Debug, Clone, Default, clap::Args, Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        pub struct $options {
+            $( $(#[doc = $doc])* #[arg(long $(, $($arg)*)?)] pub $field: Option<$ty>, )*
+        }
+
+        impl ConfigOptions for $options {
+            type Resolved = $name;
+
+            fn overlaid_with(self, over: $options) -> $options {
+                $options { $( $field: over.$field.or(self.$field), )* }
+            }
+
+            fn resolve(self) -> $name {
+                let defaults = $name::default();
+                $name { $( $field: self.$field.unwrap_or(defaults.$field), )* }
+            }
+
+            fn keys_set(&self) -> Vec<String> {
+                let mut keys = Vec::new();
+                $( if self.$field.is_some() { keys.push(stringify!($field).replace('_', "-")); } )*
+                keys
+            }
+        }
+    };
+}
+
+mod coordinator;
+mod worker;
+
+pub use coordinator::CoordinatorConfig;
+pub use coordinator::CoordinatorOptions;
+pub use worker::{WorkerConfig, WorkerOptions};
+
+use crate::security::Secret;
+use serde::Deserialize;
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use thiserror::Error;
+
+/// A configuration problem: which key, from which source, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{source_name}: {}{reason}", key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+pub struct ConfigError {
+    /// The file path, or `command line`.
+    pub source_name: String,
+    pub key: Option<String>,
+    pub reason: String,
+}
+
+/// One source's view of a config: every key optional.
+pub trait ConfigOptions: Default + for<'de> Deserialize<'de> {
+    /// The complete config, every key filled.
+    type Resolved: Validate;
+    /// Values from `over` win; the rest come from `self`.
+    fn overlaid_with(self, over: Self) -> Self;
+    /// Fills every unset key with its default.
+    fn resolve(self) -> Self::Resolved;
+    /// The kebab-case names of the keys this source set.
+    fn keys_set(&self) -> Vec<String>;
+}
+
+/// Range checks on a resolved config; the error is (key, reason).
+pub trait Validate {
+    fn validate(&self) -> Result<(), (String, String)>;
+}
+
+/// Reads `file` (if any), applies `flags` over it, fills defaults and
+/// validates. Errors name the key and the source it came from.
+pub fn load<O: ConfigOptions>(file: Option<&Path>, flags: O) -> Result<O::Resolved, ConfigError> {
+    let flag_keys = flags.keys_set();
+    let config = read_file::<O>(file)?.overlaid_with(flags).resolve();
+    config.validate().map_err(|(key, reason)| ConfigError {
+        source_name: match file {
+            Some(path) if !flag_keys.contains(&key) => path.display().to_string(),
+            _ => "command line".to_string(),
+        },
+        key: Some(key),
+        reason,
+    })?;
+    Ok(config)
+}
+
+/// Parses a config file into the options struct. A missing file, a syntax
+/// error, an unknown key or a value of the wrong type names the file and key.
+fn read_file<T: for<'de> Deserialize<'de> + Default>(
+    file: Option<&Path>,
+) -> Result<T, ConfigError> {
+    let Some(path) = file else {
+        return Ok(T::default());
+    };
+    let source_name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        source_name: source_name.clone(),
+        key: None,
+        reason: format!("cannot read: {e}"),
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError {
+        key: e.span().and_then(|span| key_at(&text, span.start)),
+        source_name,
+        reason: e.message().to_string(),
+    })
+}
+
+/// The key on the line containing byte `offset` (`key = value`).
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let line_start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next()?;
+    let key = line.split('=').next()?.trim().trim_matches('"');
+    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
+}
+
+/// A validation failure: (key, reason).
+pub type Invalid = (String, String);
+
+pub(super) fn at_least(key: &str, value: u64, min: u64) -> Result<(), Invalid> {
+    if value < min {
+        return Err((
+            key.to_string(),
+            format!("{value} is below the minimum of {min}"),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn frame_size(value: usize) -> Result<(), Invalid> {
+    if !(1024..=64 * 1024 * 1024).contains(&value) {
+        return Err((
+            "max-frame-bytes".to_string(),
+            format!("{value} is outside 1024..=67108864"),
+        ));
+    }
+    Ok(())
+}
+
+/// A token given inline or in a file (not both); `None` when neither is set.
+/// Errors are (key, reason).
+pub(super) fn secret(
+    inline: &str,
+    inline_key: &str,
+    file: &Path,
+    file_key: &str,
+) -> Result<Option<Secret>, Invalid> {
+    match (inline.is_empty(), file.as_os_str().is_empty()) {
+        (true, true) => Ok(None),
+        (false, true) => Ok(Some(Secret::new(inline))),
+        (true, false) => Secret::from_file(file)
+            .map(Some)
+            .map_err(|reason| (file_key.to_string(), reason)),
+        (false, false) => Err((
+            inline_key.to_string(),
+            format!("set {inline_key} or {file_key}, not both"),
+        )),
+    }
+}
+
+/// `$TASKYARD_TOKEN`, when set and not empty.
+pub fn env_token() -> Option<Secret> {
+    std::env::var("TASKYARD_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| Secret::new(t.trim()))
+}
+
+/// Declares a small enum used as a config value: parsed from TOML and flags
+/// by its lowercase name.
+macro_rules! config_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name { $($variant),* }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)*
+                    _ => Err(format!("{s:?} is not one of: {}", [$($text),*].join(", "))),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self { $($name::$variant => $text),* })
+            }
+        }
+    };
+}
+
+config_enum!(
+    /// How much of SQLite's durability to keep.
+    Synchronous { Full => "full", Normal => "normal", Off => "off" }
+);
+config_enum!(
+    /// Minimum level of log lines printed.
+    LogLevel { Error => "error", Warn => "warn", Info => "info", Debug => "debug", Trace => "trace" }
+);
+config_enum!(
+    /// Log line format.
+    LogFormat { Text => "text", Json => "json" }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    fn file_with(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().expect("temp file");
+        f.write_all(text.as_bytes()).expect("write");
+        f
+    }
+
+    #[test]
+    fn example_files_load_with_every_key() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let c = load::<CoordinatorOptions>(Some(&dir.join("coordinator.toml")), Default::default())
+            .expect("config/coordinator.toml loads");
+        assert_eq!(c.client_listen.port(), 7400);
+        let w = load::<WorkerOptions>(Some(&dir.join("worker.toml")), Default::default())
+            .expect("config/worker.toml loads");
+        assert_eq!(w.coordinator, "127.0.0.1:7401");
+        let d = load::<CoordinatorOptions>(Some(&dir.join("dev.toml")), Default::default())
+            .expect("config/dev.toml loads");
+        assert_eq!(d.db_path, PathBuf::from("taskyard-data/taskyard.db"));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let f = file_with("heartbeat-timeout-millis = 9000\nretry-base-millis = 50\n");
+        let flags = CoordinatorOptions {
+            heartbeat_timeout_millis: Some(2000),
+            ..Default::default()
+        };
+        let c = load::<CoordinatorOptions>(Some(f.path()), flags).expect("valid");
+        assert_eq!(c.heartbeat_timeout_millis, 2000);
+        assert_eq!(c.retry_base_millis, 50);
+        assert_eq!(c.sweep_interval_millis, 500, "default kept");
+    }
+
+    #[test]
+    fn unknown_key_names_the_key_and_file() {
+        let f = file_with("sweep-interval-millis = 100\nheartbeat-timout-millis = 5\n");
+        let err = load::<CoordinatorOptions>(Some(f.path()), Default::default())
+            .expect_err("unknown key");
+        assert_eq!(err.key.as_deref(), Some("heartbeat-timout-millis"));
+        assert_eq!(err.source_name, f.path().display().to_string());
+        assert!(err.reason.contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_key_and_file() {
+        let f = file_with("capacity = \"lots\"\n");
+        let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("bad type");
+        assert_eq!(err.key.as_deref(), Some("capacity"));
+        assert!(err.to_string().contains(&f.path().display().to_string()));
+    }
+
+    #[test]
+    fn out_of_range_value_names_the_key() {
+        let f = file_with("capacity = 0\n");
+        let err =
+            load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("zero capacity");
+        assert_eq!(err.key.as_deref(), Some("capacity"));
+        assert_eq!(err.source_name, f.path().display().to_string());
+        let flags = CoordinatorOptions {
+            retry_cap_millis: Some(10),
+            ..Default::default()
+        };
+        let err = load::<CoordinatorOptions>(None, flags).expect_err("cap below base");
+        assert_eq!(err.key.as_deref(), Some("retry-cap-millis"));
+        assert_eq!(err.source_name, "command line");
+    }
+
+    #[test]
+    fn exec_allow_is_a_list_in_toml_and_a_repeatable_comma_separated_flag() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            options: WorkerOptions,
+        }
+        let f = file_with("exec-allow = [\"sh\", \"/bin/echo\"]\n");
+        let w = load::<WorkerOptions>(Some(f.path()), Default::default()).expect("valid");
+        assert_eq!(w.exec_allow, ["sh", "/bin/echo"]);
+        let cli = Cli::try_parse_from(["w", "--exec-allow", "sh,echo", "--exec-allow", "true"])
+            .expect("flags parse");
+        assert_eq!(
+            cli.options.exec_allow.as_deref(),
+            Some(&["sh".to_string(), "echo".into(), "true".into()][..])
+        );
+    }
+
+    #[test]
+    fn an_exec_allow_name_not_on_path_is_a_config_error_naming_it() {
+        let f = file_with("exec-allow = [\"sh\", \"no-such-program-xyz\"]\n");
+        let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("bad name");
+        assert_eq!(err.key.as_deref(), Some("exec-allow"));
+        assert_eq!(err.source_name, f.path().display().to_string());
+        assert!(err.reason.contains("no-such-program-xyz"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_named() {
+        let err = load::<WorkerOptions>(
+            Some(Path::new("/nonexistent/worker.toml")),
+            Default::default(),
+        )
+        .expect_err("missing");
+        assert!(
+            err.to_string()
+                .starts_with("/nonexistent/worker.toml: cannot read"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! The worker's keys, their defaults and checks.
+
+use crate::config::{
+    at_least, env_token, frame_size, secret, ConfigOptions, Invalid, LogFormat, LogLevel, Validate,
+};
+use crate::security::Secret;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+config_struct! {
+    /// Everything a worker reads at start-up.
+    WorkerConfig / WorkerOptions {
+        /// The coordinator's worker listener.
+        coordinator: String = "127.0.0.1:7401".to_string(),
+        /// Stable name; generated once per process when empty.
+        worker_id: String = String::new(),
+        /// Most tasks run at once (default: number of CPUs).
+        capacity: u32 = default_capacity(),
+        /// Heartbeat period; keep well under the coordinator's heartbeat-timeout-millis.
+        heartbeat_interval_millis: u64 = 2000,
+        /// Longest pause between reconnection attempts.
+        reconnect_max_millis: u64 = 5000,
+        /// Largest accepted frame, in either direction.
+        max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
+        /// Programs the `exec` task may run: names (looked up on PATH at
+        /// start-up) or paths. Empty: `exec` is not offered. Repeat the flag
+        /// or separate names with commas.
+        #[arg(value_delimiter = ',', value_name = "PROGRAM")]
+        exec_allow: Vec<String> = Vec::new(),
+        /// Most bytes of an `exec` program's stdout kept as its result; the
+        /// rest is counted and marked.
+        max_output_bytes: usize = 1024 * 1024,
+        /// Pause between SIGTERM and SIGKILL when an `exec` program is stopped.
+        exec_kill_grace_millis: u64 = 2000,
+        /// After SIGINT/SIGTERM, how long running tasks may take to finish
+        /// before they are cancelled and the worker exits.
+        drain_timeout_millis: u64 = 30_000,
+        /// The coordinator's worker token (else token-file, else $TASKYARD_TOKEN).
+        token: String = String::new(),
+        /// File holding the worker token (first line).
+        token_file: PathBuf = PathBuf::new(),
+        /// PEM CA certificate to verify the coordinator with; set for TLS.
+        tls_ca: PathBuf = PathBuf::new(),
+        /// Name in the coordinator's certificate (default: the host of coordinator).
+        tls_server_name: String = String::new(),
+        /// error, warn, info, debug or trace.
+        log_level: LogLevel = LogLevel::Info,
+        /// text (human-readable) or json (one object per line).
+        log_format: LogFormat = LogFormat::Text,
+    }
+}
+
+impl WorkerConfig {
+    /// The worker token: `token`, else `token-file`, else `$TASKYARD_TOKEN`.
+    pub fn secret(&self) -> Result<Option<Secret>, Invalid> {
+        let configured = secret(&self.token, "token", &self.token_file, "token-file")?;
+        Ok(configured.or_else(env_token))
+    }
+}
+
+fn default_capacity() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1)
+}
+
+impl Validate for WorkerConfig {
+    fn validate(&self) -> Result<(), Invalid> {
+        if self.coordinator.trim().is_empty() {
+            return Err(("coordinator".into(), "must be host:port".into()));
+        }
+        if !(1..=10_000).contains(&self.capacity) {
+            return Err((
+                "capacity".into(),
+                format!("{} is outside 1..=10000", self.capacity),
+            ));
+        }
+        crate::protocol::payloads::validate_task_type(&self.worker_id)
+            .or_else(|e| {
+                if self.worker_id.is_empty() {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| ("worker-id".to_string(), e.reason))?;
+        at_least(
+            "heartbeat-interval-millis",
+            self.heartbeat_interval_millis,
+            10,
+        )?;
+        at_least("reconnect-max-millis", self.reconnect_max_millis, 10)?;
+        at_least("max-output-bytes", self.max_output_bytes as u64, 1)?;
+        crate::worker::AllowList::resolve(&self.exec_allow)
+            .map_err(|e| ("exec-allow".to_string(), e.to_string()))?;
+        frame_size(self.max_frame_bytes)
+    }
+}
