@@ -7,6 +7,7 @@ pub mod job;
 pub mod lifecycle;
 pub mod metrics;
 pub mod observe;
+pub mod queries;
 pub mod queues;
 pub mod retry;
 pub mod state;

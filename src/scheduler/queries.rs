@@ -1,0 +1,130 @@
+//! Read-only views of the coordinator's state: job and worker snapshots,
+//! pages of jobs, and the invariant check tests run after every step.
+
+use crate::protocol::{JobId, JobList, JobState, JobView, WorkerView};
+use crate::scheduler::job::Job;
+use crate::scheduler::state::CoordinatorState;
+use crate::scheduler::workers::SessionId;
+
+impl CoordinatorState {
+    /// The job as a client sees it at `now`.
+    pub fn status(&self, id: JobId, now: i64) -> Option<JobView> {
+        self.jobs.get(&id).map(|job| self.view(job, now))
+    }
+
+    /// Up to `limit` jobs as seen at `now`, newest submission first,
+    /// optionally of one state.
+    pub fn list(&self, state: Option<JobState>, limit: usize, now: i64) -> Vec<JobView> {
+        self.list_page(state, None, limit, now).jobs
+    }
+
+    /// Up to `limit` jobs, newest submission first, filtered by state and
+    /// task type, with the count of jobs per state (of that task type).
+    pub fn list_page(
+        &self,
+        state: Option<JobState>,
+        task_type: Option<&str>,
+        limit: usize,
+        now: i64,
+    ) -> JobList {
+        let jobs = self
+            .by_sequence
+            .iter()
+            .rev()
+            .filter_map(|key| self.jobs.get(&key.2))
+            .filter(|job| state.is_none_or(|s| job.state == s))
+            .filter(|job| task_type.is_none_or(|t| job.task_type == t))
+            .take(limit)
+            .map(|job| self.view(job, now))
+            .collect();
+        JobList {
+            jobs,
+            counts: self.state_counts.counts(task_type),
+        }
+    }
+
+    fn view(&self, job: &Job, now: i64) -> JobView {
+        let no_worker = !self.workers.advertised(&job.task_type);
+        job.view(no_worker, now, self.policy.aging_step_ms)
+    }
+
+    /// True when `worker` is registered through exactly `session`.
+    pub fn is_current_session(
+        &self,
+        worker: &crate::protocol::WorkerId,
+        session: SessionId,
+    ) -> bool {
+        self.workers.is_current(worker, session)
+    }
+
+    pub fn worker_views(&self) -> Vec<WorkerView> {
+        self.workers.views()
+    }
+
+    pub fn active_jobs(&self) -> u64 {
+        self.active_jobs
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    /// Verifies every invariant listed on the type; for tests.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let non_terminal = self
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_terminal())
+            .count();
+        if non_terminal as u64 != self.active_jobs {
+            return Err(format!(
+                "active_jobs {} != {non_terminal}",
+                self.active_jobs
+            ));
+        }
+        let queued = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Queued)
+            .count();
+        if queued != self.queues.len() + self.delayed.len() {
+            return Err(format!(
+                "{queued} QUEUED jobs but {} in queues and {} delayed",
+                self.queues.len(),
+                self.delayed.len()
+            ));
+        }
+        let retry_wait = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::RetryWait)
+            .count();
+        if retry_wait != self.retries.len() {
+            return Err(format!(
+                "{retry_wait} RETRY_WAIT jobs, {} retry timers",
+                self.retries.len()
+            ));
+        }
+        for job in self.jobs.values().filter(|j| j.state == JobState::Running) {
+            let worker = job.worker_id.as_ref().and_then(|w| self.workers.get(w));
+            if job.lease.is_none() || !worker.is_some_and(|w| w.running.contains(&job.id)) {
+                return Err(format!(
+                    "RUNNING job {} has no lease or worker slot",
+                    job.id
+                ));
+            }
+        }
+        let running = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .count();
+        if running != self.deadlines.len() {
+            return Err(format!(
+                "{running} RUNNING jobs, {} deadlines",
+                self.deadlines.len()
+            ));
+        }
+        Ok(())
+    }
+}
