@@ -78,7 +78,13 @@ struct Harness {
 }
 
 impl Harness {
+    /// Commit coalescing off: every change is sent as soon as nothing is in
+    /// flight, so these tests see batches without waiting on a timer.
     fn start() -> Harness {
+        Harness::start_with_window(Duration::ZERO)
+    }
+
+    fn start_with_window(window: Duration) -> Harness {
         let pending = Pending::default();
         let persistence = HeldPersistence {
             pending: pending.clone(),
@@ -101,7 +107,9 @@ impl Harness {
         let log = slog::Logger::root(slog::Discard, slog::o!());
         let state = CoordinatorState::new(policy, log.clone());
         let coordinator =
-            Coordinator::new(state, Arc::new(clock.clone()), persistence.recipient(), log).start();
+            Coordinator::new(state, Arc::new(clock.clone()), persistence.recipient(), log)
+                .with_coalesce_window(window)
+                .start();
         let worker = Recorder::default();
         let client = Recorder::default();
         Harness {
@@ -311,4 +319,101 @@ async fn sweep_with_manual_clock_detects_a_silent_worker() {
         h.answers().last().map(|a| &a.response),
         Some(ClientResponse::Workers(w)) if w.is_empty()
     ));
+}
+
+fn succeeded(job_id: JobId, lease: LeaseId) -> WorkerTaskResult {
+    WorkerTaskResult {
+        session: SessionId(1),
+        worker_id: WorkerId("w1".into()),
+        job_id,
+        lease,
+        outcome: TaskOutcome::Succeeded(Vec::new()),
+    }
+}
+
+/// Submits two jobs as one batch and commits them: the worker (two slots)
+/// has been sent both `TaskAssign`s.
+async fn two_jobs_running(h: &Harness) -> Vec<(JobId, LeaseId)> {
+    h.register_worker().await;
+    let batch = vec![
+        SubmitRequest::new("echo", encode_json(&json!({ "message": "a" }))),
+        SubmitRequest::new("echo", encode_json(&json!({ "message": "b" }))),
+    ];
+    h.request(1, ClientRequest::SubmitBatch(batch)).await;
+    settle().await;
+    assert_eq!(
+        h.pending_batches(),
+        vec![(1, 2)],
+        "sent at once: nothing outstanding"
+    );
+    h.release().await;
+    let running = assigned(&h.frames());
+    assert_eq!(running.len(), 2);
+    running
+}
+
+#[actix_rt::test]
+async fn a_round_of_results_shares_one_batch_and_a_change_at_rest_goes_at_once() {
+    // A window far longer than the test: only arriving results send a batch.
+    let h = Harness::start_with_window(Duration::from_secs(3600));
+    let running = two_jobs_running(&h).await;
+
+    h.coordinator
+        .send(succeeded(running[0].0, running[0].1))
+        .await
+        .expect("delivered");
+    settle().await;
+    assert!(
+        h.pending_batches().is_empty(),
+        "the first result waits for the rest of its round"
+    );
+    h.coordinator
+        .send(succeeded(running[1].0, running[1].1))
+        .await
+        .expect("delivered");
+    settle().await;
+    assert_eq!(
+        h.pending_batches(),
+        vec![(2, 2)],
+        "the last result of the round sends both rows in one batch"
+    );
+    h.release().await;
+    assert_eq!(h.inspect().await.active_jobs, 0);
+
+    // Nothing outstanding: a lone change is sent at once.
+    h.request(2, echo("later")).await;
+    settle().await;
+    assert_eq!(h.pending_batches(), vec![(3, 1)]);
+    assert_eq!(
+        h.answers().len(),
+        1,
+        "its answer still waits for the commit"
+    );
+    h.release().await;
+    assert_eq!(h.answers().len(), 2);
+}
+
+#[actix_rt::test]
+async fn a_missing_result_delays_the_batch_only_for_the_window() {
+    let h = Harness::start_with_window(Duration::from_millis(50));
+    let running = two_jobs_running(&h).await;
+    h.coordinator
+        .send(succeeded(running[0].0, running[0].1))
+        .await
+        .expect("delivered");
+    // The second job's result never comes; the window bounds the wait.
+    let mut waited = Duration::ZERO;
+    while h.pending_batches().is_empty() {
+        assert!(waited < Duration::from_secs(10), "batch never sent");
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+        waited += Duration::from_millis(10);
+    }
+    assert_eq!(h.pending_batches(), vec![(2, 1)]);
+    assert_eq!(
+        assigned(&h.frames()).len(),
+        2,
+        "nothing new released before the commit"
+    );
+    h.release().await;
+    assert_eq!(h.inspect().await.active_jobs, 1);
 }

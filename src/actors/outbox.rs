@@ -50,6 +50,20 @@ pub enum Delivery {
 }
 
 impl Delivery {
+    /// Whether this hands a job to a worker (a result will follow).
+    pub fn is_task_assign(&self) -> bool {
+        matches!(
+            self,
+            Delivery::Worker(
+                _,
+                SendToWorker {
+                    frame: CoordinatorToWorker::TaskAssign { .. },
+                    ..
+                }
+            )
+        )
+    }
+
     /// Hands the message to its session's mailbox (unbounded: never blocks,
     /// never drops while the session lives).
     pub fn deliver(self) {

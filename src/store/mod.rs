@@ -70,6 +70,18 @@ impl JobStore {
             .map_err(|e| fail(e.to_string()))?;
         conn.pragma_update(None, "synchronous", synchronous.to_string())
             .map_err(|e| fail(e.to_string()))?;
+        // Neither setting changes what is durable when (every commit still
+        // fsyncs the WAL under FULL); both cut work on the commit path.
+        // A page cache of 32 MiB (default 2 MiB) keeps the B-tree pages of
+        // a busy table in memory instead of re-reading them from the OS.
+        conn.pragma_update(None, "cache_size", -32_768)
+            .map_err(|e| fail(e.to_string()))?;
+        // Checkpoint the WAL every 8,000 pages (default 1,000, ~32 MiB
+        // instead of 4 MiB): pages rewritten between checkpoints are copied
+        // back to the database once, and the checkpoint's fsyncs are paid
+        // 8 times less often. Costs at most that much WAL on disk.
+        conn.pragma_update(None, "wal_autocheckpoint", 8_000)
+            .map_err(|e| fail(e.to_string()))?;
         Ok(JobStore {
             conn,
             path: path.to_path_buf(),

@@ -42,6 +42,7 @@ impl Handler<WorkerTaskResult> for Coordinator {
             return;
         }
         let now = self.now();
+        self.result_arrived();
         if !self.state.is_current_session(&m.worker_id, m.session) {
             info!(self.log, "result from a replaced session dropped"; "job" => %m.job_id,
                   "lease" => %m.lease, "worker" => %m.worker_id);

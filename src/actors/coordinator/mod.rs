@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::protocol::{CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, SessionId};
 use crate::store::StoreError;
-use actix::{Actor, ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
+use actix::{Actor, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture};
 use slog::{error, info, Logger};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +23,10 @@ pub use messages::*;
 
 /// Pause before a failed commit is retried.
 const COMMIT_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// Longest a batch is held back to gather the results of the `TaskAssign`s
+/// the last commit released (see `Coordinator::flush`).
+pub const DEFAULT_COALESCE_WINDOW: Duration = Duration::from_millis(1);
 
 /// See the module documentation.
 pub struct Coordinator {
@@ -36,6 +40,13 @@ pub struct Coordinator {
     /// Rows of the batch being committed, to re-mark if it fails.
     in_flight: Option<Vec<JobId>>,
     commit_retry_pending: bool,
+    /// Results still expected from the `TaskAssign`s the last commit
+    /// released; while it is non-zero, the next batch waits for them (at
+    /// most `coalesce_window`).
+    expected_results: usize,
+    /// The armed coalescing timer, if a batch is being held back.
+    coalescing: Option<SpawnHandle>,
+    coalesce_window: Duration,
     stopping: bool,
     stats: CommitStats,
     log: Logger,
@@ -64,10 +75,20 @@ impl Coordinator {
             sessions: HashMap::new(),
             in_flight: None,
             commit_retry_pending: false,
+            expected_results: 0,
+            coalescing: None,
+            coalesce_window: DEFAULT_COALESCE_WINDOW,
             stopping: false,
             stats: CommitStats::default(),
             log,
         }
+    }
+
+    /// Sets the longest time a batch waits for the results of the last
+    /// released round (zero: never wait).
+    pub fn with_coalesce_window(mut self, window: Duration) -> Self {
+        self.coalesce_window = window;
+        self
     }
 
     fn now(&self) -> i64 {
@@ -111,12 +132,41 @@ impl Coordinator {
         Some(Delivery::Worker(to, message))
     }
 
+    /// A worker result arrived: one fewer result of the last released round
+    /// to wait for.
+    fn result_arrived(&mut self) {
+        self.expected_results = self.expected_results.saturating_sub(1);
+    }
+
     /// Sends everything dirty as the next batch unless one is in flight (it
     /// will be sent when that one is answered).
+    ///
+    /// Commit coalescing: when the last commit released `TaskAssign`s whose
+    /// results have not all arrived, the batch waits until they have, or
+    /// until `coalesce_window` has passed, whichever is first, so one
+    /// transaction carries a whole round of results (and the assignments
+    /// they free slots for) instead of the first few. Nothing is released
+    /// early: held effects still wait for the batch that carries their state.
+    /// With no round outstanding (an idle system) a change goes at once.
     fn flush(&mut self, ctx: &mut Context<Self>) {
         if self.in_flight.is_some() || self.commit_retry_pending || !self.state.has_dirty() {
             self.stop_if_frozen();
             return;
+        }
+        if self.expected_results > 0 && !self.stopping && !self.coalesce_window.is_zero() {
+            if self.coalescing.is_none() {
+                let handle = ctx.run_later(self.coalesce_window, |act, ctx| {
+                    act.coalescing = None;
+                    // Whatever has not arrived by now is not waited for again.
+                    act.expected_results = 0;
+                    act.flush(ctx);
+                });
+                self.coalescing = Some(handle);
+            }
+            return;
+        }
+        if let Some(handle) = self.coalescing.take() {
+            ctx.cancel_future(handle);
         }
         let rows = self.state.take_dirty();
         let number = self.outbox.next_batch();
@@ -146,10 +196,9 @@ impl Coordinator {
             Ok(()) => {
                 self.stats.batches += 1;
                 self.stats.rows += rows.len() as u64;
-                self.outbox
-                    .committed(number)
-                    .into_iter()
-                    .for_each(Delivery::deliver);
+                let released = self.outbox.committed(number);
+                self.expected_results = released.iter().filter(|d| d.is_task_assign()).count();
+                released.into_iter().for_each(Delivery::deliver);
             }
             Err(e) => {
                 error!(self.log, "commit failed; answers held until it succeeds";
