@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use taskyard::client::Client;
-use taskyard::config::CoordinatorConfig;
 use taskyard::protocol::payloads::encode_json;
 use taskyard::protocol::*;
 use taskyard::worker::{TaskContext, TaskRegistry, WorkerHandle};
@@ -84,18 +83,6 @@ fn accepted(answer: &SubmitAnswer) -> JobId {
     }
 }
 
-/// A coordinator with no workers yet.
-fn coordinator(configure: impl FnOnce(&mut CoordinatorConfig)) -> Cluster {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut config = coordinator_config(dir.path());
-    configure(&mut config);
-    Cluster {
-        coordinator: Some(start_coordinator(config)),
-        dir,
-        workers: Vec::new(),
-    }
-}
-
 fn add_recording_worker(cluster: &mut Cluster, name: &str, registry: TaskRegistry) {
     let config = worker_config(cluster.coordinator().worker_addr, name, 4);
     let worker = WorkerHandle::spawn_with_registry(config, registry, quiet_log());
@@ -151,7 +138,7 @@ fn per_job<T>(items: impl IntoIterator<Item = (JobId, T)>) -> HashMap<JobId, Vec
 #[test]
 fn sixty_jobs_from_four_threads_at_five_workers_are_each_assigned_once() {
     let recorder = Arc::new(Recorder::default());
-    let mut cluster = coordinator(|_| {});
+    let mut cluster = Cluster::start_configured(|_| {});
     for i in 0..5 {
         let name = format!("worker-{i}");
         let registry = recording_registry(&name, &recorder, Duration::from_millis(2), false);
@@ -205,7 +192,7 @@ fn stored_jobs(db: &std::path::Path) -> HashMap<JobId, (String, u32, Option<Vec<
 fn five_thousand_jobs_with_a_worker_replaced_midway_are_applied_once_each() {
     let started = Instant::now();
     let recorder = Arc::new(Recorder::default());
-    let mut cluster = coordinator(|c| c.retry_base_millis = 20);
+    let mut cluster = Cluster::start_configured(|c| c.retry_base_millis = 20);
     for i in 0..10 {
         let name = format!("worker-{i}");
         let registry = recording_registry(&name, &recorder, Duration::ZERO, i == 3);
