@@ -155,6 +155,7 @@ async fn ten_thousand_hostile_inputs_leave_the_coordinator_serving_and_the_datab
         client_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         worker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         db_path: dir.path().join("fuzz.db"),
+        http_listen: String::new(),
         ..CoordinatorConfig::default()
     };
     let log = slog::Logger::root(slog::Discard, slog::o!());
