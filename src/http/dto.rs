@@ -166,13 +166,7 @@ pub fn counts_object(counts: &[crate::protocol::StateCount]) -> Map<String, Valu
 pub fn stats_json(s: &StatsSnapshot) -> Value {
     let mut by_priority = Map::new();
     let mut by_type: Map<String, Value> = Map::new();
-    for p in Priority::ALL.into_iter().rev() {
-        let n: u64 = s
-            .queues
-            .iter()
-            .filter(|q| q.priority == p)
-            .map(|q| q.depth)
-            .sum();
+    for (p, n) in s.depth_by_priority() {
         by_priority.insert(p.to_string(), json!(n));
     }
     for q in &s.queues {

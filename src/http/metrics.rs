@@ -6,7 +6,6 @@ use crate::http::api::fetch_stats;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::dto::free_capacity;
 use crate::http::error::ApiError;
-use crate::protocol::Priority;
 use crate::scheduler::metrics::Histogram;
 use crate::scheduler::StatsSnapshot;
 use actix_web::{web, HttpResponse};
@@ -137,13 +136,7 @@ fn queue_depth(out: &mut String, s: &StatsSnapshot) {
         "gauge",
         "Ready QUEUED jobs per base priority.",
     );
-    for p in Priority::ALL.into_iter().rev() {
-        let n: u64 = s
-            .queues
-            .iter()
-            .filter(|q| q.priority == p)
-            .map(|q| q.depth)
-            .sum();
+    for (p, n) in s.depth_by_priority() {
         let _ = writeln!(out, "taskyard_queue_depth{{priority=\"{p}\"}} {n}");
     }
     single(

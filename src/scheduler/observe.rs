@@ -70,6 +70,25 @@ pub struct StatsSnapshot {
     pub metrics: Metrics,
 }
 
+impl StatsSnapshot {
+    /// Ready QUEUED jobs per base priority, HIGH first, summed over task types.
+    pub fn depth_by_priority(&self) -> Vec<(Priority, u64)> {
+        Priority::ALL
+            .into_iter()
+            .rev()
+            .map(|p| {
+                let depth = self
+                    .queues
+                    .iter()
+                    .filter(|q| q.priority == p)
+                    .map(|q| q.depth)
+                    .sum();
+                (p, depth)
+            })
+            .collect()
+    }
+}
+
 impl CoordinatorState {
     /// Up to `limit` jobs after `cursor` (newest first), filtered by state
     /// and task type.
