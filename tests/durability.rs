@@ -74,7 +74,7 @@ fn write_version_1_database(db: &std::path::Path) -> Vec<JobId> {
          PRAGMA user_version = 1;",
     )
     .expect("v1 schema");
-    let ids: Vec<JobId> = (0..4).map(|_| JobId::new_random()).collect();
+    let ids: Vec<JobId> = (0..4).map(|_| JobId::mint()).collect();
     let payload = encode_json(&json!({ "message": "legacy" }));
     // (id, submitted_at, state, attempts): inserted out of submission order.
     let rows = [

@@ -34,7 +34,7 @@ fn frame(message: &ClientMessage) -> Vec<u8> {
 /// or no-op requests. Mutations of them are the interesting inputs.
 fn seeds() -> Vec<Vec<u8>> {
     let hello = frame(&ClientMessage::Hello(Hello::new(Role::Client, None)));
-    let job_id = JobId::new_random();
+    let job_id = JobId::mint();
     let requests = [
         ClientRequest::Status { job_id },
         ClientRequest::List {

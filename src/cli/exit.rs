@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn unknown_job_from_the_client_is_a_bad_argument() {
-        let id = JobId::new_random();
+        let id = JobId::mint();
         let e = CliError::from(ClientError::NotFound(id));
         assert_eq!(e.exit(), Exit::Usage);
         assert_eq!(e.to_string(), format!("no job {id}"));

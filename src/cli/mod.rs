@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn wait_timeout_defaults_to_a_minute() {
-        let cli = parse(&["wait", &JobId::new_random().to_string()]).expect("valid");
+        let cli = parse(&["wait", &JobId::mint().to_string()]).expect("valid");
         assert!(matches!(
             cli.command,
             Command::Wait(WaitArgs {

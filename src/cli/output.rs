@@ -351,7 +351,7 @@ mod tests {
 
     fn job() -> JobView {
         JobView {
-            job_id: JobId::new_random(),
+            job_id: JobId::mint(),
             task_type: "echo".into(),
             payload: encode_json(&json!({ "message": "hi" })),
             state: JobState::Succeeded,

@@ -141,7 +141,7 @@ mod tests {
 
     fn job_view() -> JobView {
         JobView {
-            job_id: JobId::new_random(),
+            job_id: JobId::mint(),
             task_type: "echo".into(),
             payload: vec![1, 2, 3],
             state: JobState::RetryWait,
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn every_worker_message_round_trips() {
-        let (job_id, lease) = (JobId::new_random(), LeaseId::new_random());
+        let (job_id, lease) = (JobId::mint(), LeaseId::new_random());
         for m in [
             WorkerMessage::Hello(Hello {
                 protocol_version: PROTOCOL_VERSION,
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn every_client_message_round_trips() {
-        let job_id = JobId::new_random();
+        let job_id = JobId::mint();
         let requests = [
             ClientRequest::Submit(submit()),
             ClientRequest::SubmitBatch(vec![submit(), submit()]),

@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     fn key(sequence: u64, submitted_at: i64) -> ReadyKey {
-        (submitted_at, sequence, JobId::new_random())
+        (submitted_at, sequence, JobId::mint())
     }
 
     fn any(_: &str) -> bool {

@@ -177,7 +177,7 @@ impl CoordinatorState {
             .delay_ms
             .map(|d| submitted_at.saturating_add(i64::try_from(d).unwrap_or(i64::MAX)));
         Ok(Job {
-            id: JobId::new_random(),
+            id: JobId::mint(),
             task_type: req.task_type,
             payload: req.payload.into(),
             priority: req.priority,

@@ -228,7 +228,7 @@ fn stale_results_are_dropped_and_change_nothing() {
     assert!(s
         .task_result(
             &w("a"),
-            JobId::new_random(),
+            JobId::mint(),
             wrong,
             TaskOutcome::Succeeded(vec![]),
             1

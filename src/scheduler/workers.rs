@@ -282,14 +282,14 @@ mod tests {
             Some(&w("a")),
             "all idle: first registered"
         );
-        r.start_job(&w("a"), JobId::new_random());
+        r.start_job(&w("a"), JobId::mint());
         assert_eq!(r.least_loaded("echo"), Some(&w("b")), "a is at 1/2");
-        r.start_job(&w("b"), JobId::new_random());
-        r.start_job(&w("c"), JobId::new_random());
-        r.start_job(&w("c"), JobId::new_random());
+        r.start_job(&w("b"), JobId::mint());
+        r.start_job(&w("c"), JobId::mint());
+        r.start_job(&w("c"), JobId::mint());
         // a 1/2, b 1/4, c 2/4: b lowest ratio.
         assert_eq!(r.least_loaded("echo"), Some(&w("b")));
-        r.start_job(&w("b"), JobId::new_random());
+        r.start_job(&w("b"), JobId::mint());
         // a 1/2 and b 2/4 and c 2/4 tie on ratio: a has fewest active.
         assert_eq!(r.least_loaded("echo"), Some(&w("a")));
     }
@@ -297,7 +297,7 @@ mod tests {
     #[test]
     fn full_workers_are_not_offered_and_freed_slots_come_back() {
         let mut r = registry(&[("a", 1)]);
-        let job = JobId::new_random();
+        let job = JobId::mint();
         r.start_job(&w("a"), job);
         assert!(!r.has_free("echo"));
         assert_eq!(r.least_loaded("echo"), None);
@@ -308,7 +308,7 @@ mod tests {
     #[test]
     fn re_registration_replaces_the_old_session() {
         let mut r = registry(&[("a", 1)]);
-        r.start_job(&w("a"), JobId::new_random());
+        r.start_job(&w("a"), JobId::mint());
         let old = r
             .register(w("a"), SessionId(9), 2, vec!["echo".into()], 5)
             .expect("previous entry returned");

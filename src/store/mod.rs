@@ -279,7 +279,7 @@ mod tests {
 
     fn job(sequence: u64, state: JobState) -> Job {
         Job {
-            id: JobId::new_random(),
+            id: JobId::mint(),
             task_type: "echo".into(),
             payload: vec![0x80].into(),
             priority: Priority::High,

@@ -191,7 +191,7 @@ async fn expect_hello(peer: &mut Peer) {
 }
 
 fn assign(task_type: &str, payload: Value) -> (JobId, LeaseId, CoordinatorToWorker) {
-    let (job_id, lease) = (JobId::new_random(), LeaseId::new_random());
+    let (job_id, lease) = (JobId::mint(), LeaseId::new_random());
     let frame = CoordinatorToWorker::TaskAssign {
         job_id,
         lease,

@@ -99,7 +99,7 @@ mod tests {
         let (reporter, rx) = channel();
         let (tx, mut frames) = mpsc::channel(16);
         let start = Instant::now();
-        tokio::spawn(forward(rx, JobId::new_random(), LeaseId::new_random(), tx));
+        tokio::spawn(forward(rx, JobId::mint(), LeaseId::new_random(), tx));
         reporter.report(10, "a");
         assert_eq!(percent_of(frames.recv().await), 10);
         assert_eq!(start.elapsed(), Duration::ZERO);

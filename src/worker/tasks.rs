@@ -42,7 +42,7 @@ impl TaskContext {
     /// reports dropped.
     pub fn detached() -> TaskContext {
         TaskContext {
-            job_id: JobId::new_random(),
+            job_id: JobId::mint(),
             lease: LeaseId::new_random(),
             cancel: CancellationToken::new(),
             log: slog::Logger::root(slog::Discard, slog::o!()),
