@@ -311,7 +311,7 @@ async fn write_frames(
             frame = queued.recv() => frame,
         };
         let Some(frame) = frame else { break };
-        if let Err(e) = sink.send(frame).await {
+        if let Err(e) = write_queued(&mut sink, frame, &mut queued).await {
             live.cancel();
             return Err(e);
         }
@@ -325,6 +325,20 @@ async fn write_frames(
     tokio::time::timeout(FLUSH_TIMEOUT, flush)
         .await
         .unwrap_or(Ok(()))
+}
+
+/// Writes `first` and every frame already queued behind it, then flushes
+/// once, so a burst of results shares one write to the socket.
+async fn write_queued(
+    sink: &mut SplitSink<Connection, WorkerMessage>,
+    first: WorkerMessage,
+    queued: &mut mpsc::Receiver<WorkerMessage>,
+) -> Result<(), ProtocolError> {
+    sink.feed(first).await?;
+    while let Ok(frame) = queued.try_recv() {
+        sink.feed(frame).await?;
+    }
+    sink.flush().await
 }
 
 /// Capped exponential backoff between connection attempts.
