@@ -9,6 +9,7 @@ use crate::scheduler::Job;
 use rusqlite::{params, Connection, OpenFlags, Row};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use uuid::Uuid;
 
 /// A storage failure, naming the database file and what SQLite said.
 #[derive(Debug, thiserror::Error)]
@@ -29,15 +30,15 @@ const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at,
     max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, result, error, \
     idempotency_key, updated_at, finished_at, not_before";
 
-const UPSERT: &str = "INSERT INTO jobs (id, task_type, payload, priority, sequence, submitted_at, \
+const INSERT: &str = "INSERT INTO jobs (id, task_type, payload, priority, sequence, submitted_at, \
     state, attempts, max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, \
     result, error, idempotency_key, updated_at, finished_at, not_before) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) \
-    ON CONFLICT(id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts, \
-    max_attempts = excluded.max_attempts, lease = excluded.lease, worker_id = excluded.worker_id, \
-    assigned_at = excluded.assigned_at, next_retry_at = excluded.next_retry_at, \
-    result = excluded.result, error = excluded.error, updated_at = excluded.updated_at, \
-    finished_at = excluded.finished_at, not_before = excluded.not_before";
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+
+/// The columns a transition can change; submission fields never do.
+const UPDATE: &str = "UPDATE jobs SET state = ?2, attempts = ?3, max_attempts = ?4, lease = ?5, \
+    worker_id = ?6, assigned_at = ?7, next_retry_at = ?8, result = ?9, error = ?10, \
+    updated_at = ?11, finished_at = ?12, not_before = ?13 WHERE id = ?1";
 
 const UPSERT_ATTEMPT: &str = "INSERT INTO attempts (job_id, number, worker_id, lease, started_at, \
     ended_at, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
@@ -101,6 +102,7 @@ impl JobStore {
         rows.map(|row| {
             let mut job = row.map_err(|e| self.error(e))?;
             job.history = histories.remove(&job.id).unwrap_or_default();
+            reopen_running_attempt(&mut job);
             Ok(job)
         })
         .collect()
@@ -129,7 +131,9 @@ impl JobStore {
     /// attempts each row carries in one transaction: after it returns `Ok`,
     /// every row is durable. A row's `history` may be only the attempts that
     /// changed (see `CoordinatorState::take_dirty`); stored attempts it
-    /// leaves out are kept.
+    /// leaves out are kept. A running job's open attempt is kept in the job
+    /// row itself and rebuilt by `load_all`, so each attempt is written once,
+    /// when it ends.
     pub fn commit(&mut self, rows: &[Job]) -> Result<(), StoreError> {
         let path = &self.path;
         let fail = |reason: String| StoreError {
@@ -138,37 +142,17 @@ impl JobStore {
         };
         let tx = self.conn.transaction().map_err(|e| fail(e.to_string()))?;
         {
-            let mut stmt = tx.prepare_cached(UPSERT).map_err(|e| fail(e.to_string()))?;
-            for job in rows {
-                stmt.execute(params![
-                    job.id.to_string(),
-                    job.task_type,
-                    &job.payload[..],
-                    job.priority.level(),
-                    job.sequence as i64,
-                    job.submitted_at,
-                    job.state.as_str(),
-                    job.attempts,
-                    job.max_attempts,
-                    job.timeout_ms as i64,
-                    job.lease.map(|l| l.to_string()),
-                    job.worker_id.as_ref().map(|w| w.0.as_str()),
-                    job.assigned_at,
-                    job.next_retry_at,
-                    job.result.as_deref(),
-                    job.error,
-                    job.idempotency_key,
-                    job.updated_at,
-                    job.finished_at,
-                    job.not_before,
-                ])
-                .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
-            }
+            let mut update = tx.prepare_cached(UPDATE).map_err(|e| fail(e.to_string()))?;
+            let mut insert = tx.prepare_cached(INSERT).map_err(|e| fail(e.to_string()))?;
             let mut attempts = tx
                 .prepare_cached(UPSERT_ATTEMPT)
                 .map_err(|e| fail(e.to_string()))?;
             for job in rows {
-                for attempt in &job.history {
+                write_job(&mut update, &mut insert, job)
+                    .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
+                // The open attempt is stored in the job's own row (lease,
+                // worker, assigned_at); only closed attempts get a row here.
+                for attempt in job.history.iter().filter(|a| a.outcome.is_some()) {
                     write_attempt(&mut attempts, job.id, attempt)
                         .map_err(|e| fail(format!("writing attempt of job {}: {e}", job.id)))?;
                 }
@@ -183,6 +167,62 @@ impl JobStore {
             reason: e.to_string(),
         }
     }
+}
+
+/// Updates the mutable columns of a stored job, or inserts the whole row
+/// if it is not stored yet (a new submission).
+fn write_job(
+    update: &mut rusqlite::CachedStatement<'_>,
+    insert: &mut rusqlite::CachedStatement<'_>,
+    job: &Job,
+) -> rusqlite::Result<()> {
+    let mut id = Uuid::encode_buffer();
+    let id = &*job.id.0.hyphenated().encode_lower(&mut id);
+    let mut lease_buf = Uuid::encode_buffer();
+    let lease = job
+        .lease
+        .map(|l| &*l.0.hyphenated().encode_lower(&mut lease_buf));
+    let worker = job.worker_id.as_ref().map(|w| w.0.as_str());
+    let changed = update.execute(params![
+        id,
+        job.state.as_str(),
+        job.attempts,
+        job.max_attempts,
+        lease,
+        worker,
+        job.assigned_at,
+        job.next_retry_at,
+        job.result.as_deref(),
+        job.error,
+        job.updated_at,
+        job.finished_at,
+        job.not_before,
+    ])?;
+    if changed == 0 {
+        insert.execute(params![
+            id,
+            job.task_type,
+            &job.payload[..],
+            job.priority.level(),
+            job.sequence as i64,
+            job.submitted_at,
+            job.state.as_str(),
+            job.attempts,
+            job.max_attempts,
+            job.timeout_ms as i64,
+            lease,
+            worker,
+            job.assigned_at,
+            job.next_retry_at,
+            job.result.as_deref(),
+            job.error,
+            job.idempotency_key,
+            job.updated_at,
+            job.finished_at,
+            job.not_before,
+        ])?;
+    }
+    Ok(())
 }
 
 fn write_attempt(
@@ -226,6 +266,28 @@ fn read_attempt(row: &Row<'_>) -> rusqlite::Result<(JobId, Attempt)> {
             .map_err(|e| conversion(6, format!("attempt of job {job_id}: outcome: {e}")))?,
     };
     Ok((job, attempt))
+}
+
+/// A RUNNING job's open attempt is stored in its row, not in `attempts`
+/// (rows written before that rule may still hold it there): rebuilds it
+/// as the last attempt of the history unless it is already there.
+fn reopen_running_attempt(job: &mut Job) {
+    if job.state != JobState::Running || job.history.last().is_some_and(|a| a.outcome.is_none()) {
+        return;
+    }
+    let (Some(lease), Some(worker_id), Some(started_at)) =
+        (job.lease, job.worker_id.clone(), job.assigned_at)
+    else {
+        return;
+    };
+    job.history.push(Attempt {
+        number: job.history.last().map_or(0, |a| a.number) + 1,
+        worker_id,
+        lease,
+        started_at,
+        ended_at: None,
+        outcome: None,
+    });
 }
 
 fn conversion(column: usize, reason: String) -> rusqlite::Error {
@@ -278,7 +340,8 @@ mod tests {
     use super::*;
 
     fn job(sequence: u64, state: JobState) -> Job {
-        Job {
+        let lease = LeaseId::new_random();
+        let mut job = Job {
             id: JobId::mint(),
             task_type: "echo".into(),
             payload: vec![0x80].into(),
@@ -289,7 +352,7 @@ mod tests {
             attempts: 1,
             max_attempts: 3,
             timeout_ms: 500,
-            lease: Some(LeaseId::new_random()),
+            lease: Some(lease),
             worker_id: Some(WorkerId("w".into())),
             assigned_at: Some(11),
             next_retry_at: None,
@@ -302,13 +365,18 @@ mod tests {
             history: vec![Attempt {
                 number: 1,
                 worker_id: WorkerId("w".into()),
-                lease: LeaseId::new_random(),
+                lease: lease,
                 started_at: 11,
                 ended_at: None,
                 outcome: None,
             }],
             progress: None,
+        };
+        // Only a RUNNING job has an open attempt.
+        if state != JobState::Running {
+            job.end_attempt(AttemptOutcome::Failed { error: "e".into() }, 12);
         }
+        job
     }
 
     #[test]
@@ -352,6 +420,29 @@ mod tests {
         store.commit(&[changed_only]).expect("update");
         let loaded = store.load_all().expect("load");
         assert_eq!(loaded, vec![full]);
+    }
+
+    #[test]
+    fn a_running_attempt_is_stored_in_the_job_row_and_rebuilt_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
+        let running = job(1, JobState::Running);
+        store.commit(&[running.clone()]).expect("commit");
+        let stored: i64 = store
+            .conn
+            .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(stored, 0, "the open attempt has no row of its own");
+        assert_eq!(store.load_all().expect("load"), vec![running.clone()]);
+        // A row written by an older binary, which stored the open attempt.
+        write_attempt(
+            &mut store.conn.prepare_cached(UPSERT_ATTEMPT).expect("prepare"),
+            running.id,
+            &running.history[0],
+        )
+        .expect("legacy attempt row");
+        assert_eq!(store.load_all().expect("load"), vec![running]);
     }
 
     #[test]
