@@ -365,7 +365,7 @@ mod tests {
             history: vec![Attempt {
                 number: 1,
                 worker_id: WorkerId("w".into()),
-                lease: lease,
+                lease,
                 started_at: 11,
                 ended_at: None,
                 outcome: None,
@@ -428,7 +428,9 @@ mod tests {
         let path = dir.path().join("t.db");
         let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
         let running = job(1, JobState::Running);
-        store.commit(&[running.clone()]).expect("commit");
+        store
+            .commit(std::slice::from_ref(&running))
+            .expect("commit");
         let stored: i64 = store
             .conn
             .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
