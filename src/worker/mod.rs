@@ -49,7 +49,7 @@ pub struct WorkerHandle {
 }
 
 impl WorkerHandle {
-    /// Starts the worker on its own OS thread with its own multi-thread tokio
+    /// Starts the worker on its own OS thread with its own single-thread tokio
     /// runtime (plus the task runtime [`run`] creates); returns at once. The worker id is fixed here (generated if
     /// `config.worker_id` is empty), so [`WorkerHandle::worker_id`] is the id
     /// the coordinator will see. If the thread or runtime cannot be created
@@ -129,7 +129,9 @@ fn run_on_own_runtime(
     log: Logger,
     shutdown: Shutdown,
 ) {
-    match tokio::runtime::Builder::new_multi_thread()
+    // One thread: handlers run on the task runtime, and the connection's
+    // own work (frames, heartbeat) is light. Fewer threads to wake per frame.
+    match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
