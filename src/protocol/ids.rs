@@ -50,6 +50,24 @@ impl fmt::Display for LeaseId {
     }
 }
 
+/// Ids are logged as text, formatted only if the line is written.
+macro_rules! loggable_as_text {
+    ($($id:ty),*) => {$(
+        impl slog::Value for $id {
+            fn serialize(
+                &self,
+                _: &slog::Record<'_>,
+                key: slog::Key,
+                serializer: &mut dyn slog::Serializer,
+            ) -> slog::Result {
+                serializer.emit_arguments(key, &format_args!("{}", self.0))
+            }
+        }
+    )*};
+}
+
+loggable_as_text!(JobId, LeaseId);
+
 impl fmt::Display for WorkerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -66,7 +66,7 @@ impl CoordinatorState {
     }
 
     pub fn job(&self, id: JobId) -> Option<&Job> {
-        self.jobs.get(&id)
+        self.jobs.get(&id).map(|job| &**job)
     }
 
     /// Verifies every invariant listed on the type; for tests.

@@ -76,7 +76,7 @@ pub enum Effect {
 pub struct CoordinatorState {
     pub(super) policy: Policy,
     pub(super) log: Logger,
-    pub(super) jobs: HashMap<JobId, Job>,
+    pub(super) jobs: HashMap<JobId, Box<Job>>,
     pub(super) queues: ReadyQueues,
     pub(super) workers: WorkerRegistry,
     /// Every job in submission order, for newest-first listing.
@@ -93,12 +93,14 @@ pub struct CoordinatorState {
     pub(super) active_jobs: u64,
     /// Idempotency key → the job first submitted with it.
     idempotency: HashMap<String, JobId>,
-    /// Jobs changed since the last `take_dirty`, in the order they first changed.
-    dirty: Vec<JobId>,
-    /// For each of them, the index of the first attempt that may have
+    /// Jobs changed since the last `take_dirty`, in the order they first
+    /// changed, each with the index of the first attempt that may have
     /// changed: only the last attempt ever changes, so attempts before the
     /// one that was last when the job was first marked are already stored.
-    dirty_from: HashMap<JobId, usize>,
+    dirty: Vec<(JobId, usize)>,
+    /// Each dirty job's position in `dirty`. Cleared, not replaced, by
+    /// `take_dirty`, so it keeps its capacity from batch to batch.
+    dirty_at: HashMap<JobId, usize>,
     pub(super) effects: Vec<Effect>,
     /// Counters and histograms for `/metrics`; never read by scheduling.
     pub(super) metrics: Metrics,
@@ -122,7 +124,7 @@ impl CoordinatorState {
             active_jobs: 0,
             idempotency: HashMap::new(),
             dirty: Vec::new(),
-            dirty_from: HashMap::new(),
+            dirty_at: HashMap::new(),
             effects: Vec::new(),
             metrics: Metrics::default(),
         }
@@ -250,7 +252,7 @@ impl CoordinatorState {
         self.by_sequence.insert(job.order_key());
         self.state_counts.add(&job.task_type, job.state);
         self.index(&job, now);
-        self.jobs.insert(job.id, job);
+        self.jobs.insert(job.id, Box::new(job));
     }
 
     /// Adds the job to the queue or timer index its state calls for: a
@@ -356,14 +358,14 @@ impl CoordinatorState {
     /// Marks the job for the next batch; attempts from index `from` on
     /// may have changed.
     fn mark_dirty_from(&mut self, id: JobId, from: usize) {
-        match self.dirty_from.entry(id) {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let earliest = (*e.get()).min(from);
-                e.insert(earliest);
+        match self.dirty_at.entry(id) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let earliest = &mut self.dirty[*e.get()].1;
+                *earliest = (*earliest).min(from);
             }
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(from);
-                self.dirty.push(id);
+                e.insert(self.dirty.len());
+                self.dirty.push((id, from));
             }
         }
     }
@@ -378,20 +380,21 @@ impl CoordinatorState {
     /// changed since the row was last taken (earlier ones are stored
     /// already and never change), so a commit rewrites no old attempt.
     pub fn take_dirty(&mut self) -> Vec<Job> {
-        let ids = std::mem::take(&mut self.dirty);
-        let mut from = std::mem::take(&mut self.dirty_from);
-        ids.iter()
-            .filter_map(|id| {
-                let job = self.jobs.get_mut(id)?;
-                let first = from.remove(id).unwrap_or(0).min(job.history.len());
-                // Clone everything but the history, then only its changed tail.
-                let history = std::mem::take(&mut job.history);
-                let mut row = job.clone();
-                row.history = history[first..].to_vec();
-                job.history = history;
-                Some(row)
-            })
-            .collect()
+        self.dirty_at.clear();
+        let mut rows = Vec::with_capacity(self.dirty.len());
+        for (id, first) in self.dirty.drain(..) {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            let first = first.min(job.history.len());
+            // Clone everything but the history, then only its changed tail.
+            let history = std::mem::take(&mut job.history);
+            let mut row = Job::clone(job);
+            row.history = history[first..].to_vec();
+            job.history = history;
+            rows.push(row);
+        }
+        rows
     }
 
     /// Marks rows dirty again (their commit failed and must be retried).

@@ -129,7 +129,7 @@ impl TaskPool {
         let log = self
             .slots
             .log
-            .new(o!("job" => a.job_id.to_string(), "lease" => a.lease.to_string()));
+            .new(o!("job" => a.job_id, "lease" => a.lease));
         let token = parent.child_token();
         let key = (a.job_id, a.lease);
         {
@@ -199,30 +199,38 @@ impl Slots {
         log: Logger,
         _done: InFlight,
     ) {
-        let key = (a.job_id, a.lease);
+        let Assignment {
+            job_id,
+            lease,
+            task_type,
+            payload,
+            timeout_ms,
+        } = a;
         let (reporter, reports) = progress::channel();
-        let forwarder = tokio::spawn(progress::forward(
-            reports,
-            a.job_id,
-            a.lease,
-            results.clone(),
-        ));
         let ctx = TaskContext {
-            job_id: a.job_id,
-            lease: a.lease,
+            job_id,
+            lease,
             cancel: token.clone(),
             log: log.clone(),
             progress: reporter,
         };
-        let outcome = self.run_until_cancelled(ctx, &a, &token, &log).await;
-        forwarder.abort();
-        self.running().remove(&key);
+        let attempt = self.run_until_cancelled(ctx, &task_type, payload, timeout_ms, &token, &log);
+        // Progress is forwarded by this same task (no task of its own per
+        // attempt) and stops with the attempt, so no progress follows a result.
+        let forwarding = progress::forward(reports, job_id, lease, results.clone());
+        tokio::pin!(attempt, forwarding);
+        let outcome = tokio::select! {
+            biased;
+            outcome = &mut attempt => outcome,
+            _ = &mut forwarding => attempt.await,
+        };
+        self.running().remove(&(job_id, lease));
         match outcome {
             Some(outcome) if !token.is_cancelled() => {
                 debug!(log, "task finished"; "succeeded" => matches!(outcome, TaskOutcome::Succeeded(_)));
                 let result = WorkerMessage::TaskResult {
-                    job_id: a.job_id,
-                    lease: a.lease,
+                    job_id,
+                    lease,
                     outcome: fit_in_frame(outcome, self.limits.max_frame_bytes),
                 };
                 if results.send(result).await.is_err() {
@@ -239,18 +247,20 @@ impl Slots {
     async fn run_until_cancelled(
         &self,
         ctx: TaskContext,
-        a: &Assignment,
+        task_type: &str,
+        payload: Vec<u8>,
+        timeout_ms: u64,
         token: &CancellationToken,
         log: &Logger,
     ) -> Option<TaskOutcome> {
-        let handler = self.acquire_and_run(ctx, &a.task_type, a.payload.clone());
+        let handler = self.acquire_and_run(ctx, task_type, payload);
         tokio::pin!(handler);
-        let deadline = tokio::time::sleep(Duration::from_millis(a.timeout_ms));
+        let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
         tokio::select! {
             biased;
             _ = token.cancelled() => {}
             _ = deadline => {
-                debug!(log, "deadline passed; cancelling"; "timeout_ms" => a.timeout_ms);
+                debug!(log, "deadline passed; cancelling"; "timeout_ms" => timeout_ms);
                 token.cancel();
             }
             outcome = &mut handler => return Some(outcome),
