@@ -28,17 +28,22 @@ pub struct JobStore {
 
 const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
     max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, result, error, \
-    idempotency_key, updated_at, finished_at, not_before";
+    idempotency_key, updated_at, finished_at, not_before, last_attempt_number, last_attempt_worker, \
+    last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, last_attempt_outcome";
 
 const INSERT: &str = "INSERT INTO jobs (id, task_type, payload, priority, sequence, submitted_at, \
     state, attempts, max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, \
-    result, error, idempotency_key, updated_at, finished_at, not_before) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+    result, error, idempotency_key, updated_at, finished_at, not_before, last_attempt_number, \
+    last_attempt_worker, last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, \
+    last_attempt_outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+    ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)";
 
 /// The columns a transition can change; submission fields never do.
 const UPDATE: &str = "UPDATE jobs SET state = ?2, attempts = ?3, max_attempts = ?4, lease = ?5, \
     worker_id = ?6, assigned_at = ?7, next_retry_at = ?8, result = ?9, error = ?10, \
-    updated_at = ?11, finished_at = ?12, not_before = ?13 WHERE id = ?1";
+    updated_at = ?11, finished_at = ?12, not_before = ?13, last_attempt_number = ?14, \
+    last_attempt_worker = ?15, last_attempt_lease = ?16, last_attempt_started_at = ?17, \
+    last_attempt_ended_at = ?18, last_attempt_outcome = ?19 WHERE id = ?1";
 
 const UPSERT_ATTEMPT: &str = "INSERT INTO attempts (job_id, number, worker_id, lease, started_at, \
     ended_at, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
@@ -101,8 +106,8 @@ impl JobStore {
         let rows = stmt.query_map([], read_row).map_err(|e| self.error(e))?;
         rows.map(|row| {
             let mut job = row.map_err(|e| self.error(e))?;
-            job.history = histories.remove(&job.id).unwrap_or_default();
-            reopen_running_attempt(&mut job);
+            let stored = histories.remove(&job.id).unwrap_or_default();
+            job.history = with_last_attempt(stored, job.history.pop());
             Ok(job)
         })
         .collect()
@@ -131,9 +136,9 @@ impl JobStore {
     /// attempts each row carries in one transaction: after it returns `Ok`,
     /// every row is durable. A row's `history` may be only the attempts that
     /// changed (see `CoordinatorState::take_dirty`); stored attempts it
-    /// leaves out are kept. A running job's open attempt is kept in the job
-    /// row itself and rebuilt by `load_all`, so each attempt is written once,
-    /// when it ends.
+    /// leaves out are kept. A job's last attempt is kept in the job row
+    /// itself, so starting or ending an attempt rewrites that one row; an
+    /// attempt gets a row in `attempts` once a later one starts.
     pub fn commit(&mut self, rows: &[Job]) -> Result<(), StoreError> {
         let path = &self.path;
         let fail = |reason: String| StoreError {
@@ -150,9 +155,10 @@ impl JobStore {
             for job in rows {
                 write_job(&mut update, &mut insert, job)
                     .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
-                // The open attempt is stored in the job's own row (lease,
-                // worker, assigned_at); only closed attempts get a row here.
-                for attempt in job.history.iter().filter(|a| a.outcome.is_some()) {
+                // The last attempt is stored in the job's own row; the ones
+                // before it (closed for good) get a row of their own here.
+                let earlier = job.history.len().saturating_sub(1);
+                for attempt in &job.history[..earlier] {
                     write_attempt(&mut attempts, job.id, attempt)
                         .map_err(|e| fail(format!("writing attempt of job {}: {e}", job.id)))?;
                 }
@@ -183,6 +189,10 @@ fn write_job(
         .lease
         .map(|l| &*l.0.hyphenated().encode_lower(&mut lease_buf));
     let worker = job.worker_id.as_ref().map(|w| w.0.as_str());
+    let last = job.history.last();
+    let mut last_lease_buf = Uuid::encode_buffer();
+    let last_lease = last.map(|a| &*a.lease.0.hyphenated().encode_lower(&mut last_lease_buf));
+    let last_outcome = last.and_then(|a| a.outcome.as_ref()).map(outcome_text);
     let changed = update.execute(params![
         id,
         job.state.as_str(),
@@ -197,6 +207,12 @@ fn write_job(
         job.updated_at,
         job.finished_at,
         job.not_before,
+        last.map(|a| a.number),
+        last.map(|a| a.worker_id.0.as_str()),
+        last_lease,
+        last.map(|a| a.started_at),
+        last.and_then(|a| a.ended_at),
+        last_outcome,
     ])?;
     if changed == 0 {
         insert.execute(params![
@@ -220,6 +236,12 @@ fn write_job(
             job.updated_at,
             job.finished_at,
             job.not_before,
+            last.map(|a| a.number),
+            last.map(|a| a.worker_id.0.as_str()),
+            last_lease,
+            last.map(|a| a.started_at),
+            last.and_then(|a| a.ended_at),
+            last_outcome,
         ])?;
     }
     Ok(())
@@ -230,10 +252,7 @@ fn write_attempt(
     job_id: JobId,
     attempt: &Attempt,
 ) -> rusqlite::Result<usize> {
-    let outcome = attempt
-        .outcome
-        .as_ref()
-        .and_then(|o| serde_json::to_string(o).ok());
+    let outcome = attempt.outcome.as_ref().map(outcome_text);
     stmt.execute(params![
         job_id.to_string(),
         attempt.number,
@@ -245,49 +264,57 @@ fn write_attempt(
     ])
 }
 
+/// How an attempt's outcome is stored: its JSON form.
+fn outcome_text(outcome: &AttemptOutcome) -> String {
+    // An enum of strings always serializes.
+    serde_json::to_string(outcome).unwrap_or_default()
+}
+
 fn read_attempt(row: &Row<'_>) -> rusqlite::Result<(JobId, Attempt)> {
     let job_id: String = row.get(0)?;
-    let lease: String = row.get(3)?;
-    let outcome: Option<String> = row.get(6)?;
     let job = job_id
         .parse::<JobId>()
         .map_err(|e| conversion(0, format!("attempt of job {job_id:?}: {e}")))?;
-    let attempt = Attempt {
-        number: row.get(1)?,
-        worker_id: WorkerId(row.get(2)?),
+    Ok((job, attempt_at(row, 1, &job_id)?))
+}
+
+/// An attempt stored in six columns from `first`: number, worker, lease,
+/// started, ended, outcome (in `attempts`, and as a job row's last attempt).
+fn attempt_at(row: &Row<'_>, first: usize, job: &str) -> rusqlite::Result<Attempt> {
+    let lease: String = row.get(first + 2)?;
+    let outcome: Option<String> = row.get(first + 5)?;
+    Ok(Attempt {
+        number: row.get(first)?,
+        worker_id: WorkerId(row.get(first + 1)?),
         lease: lease
             .parse::<LeaseId>()
-            .map_err(|e| conversion(3, format!("attempt of job {job_id}: lease: {e}")))?,
-        started_at: row.get(4)?,
-        ended_at: row.get(5)?,
+            .map_err(|e| conversion(first + 2, format!("attempt of job {job}: lease: {e}")))?,
+        started_at: row.get(first + 3)?,
+        ended_at: row.get(first + 4)?,
         outcome: outcome
             .map(|o| serde_json::from_str::<AttemptOutcome>(&o))
             .transpose()
-            .map_err(|e| conversion(6, format!("attempt of job {job_id}: outcome: {e}")))?,
-    };
-    Ok((job, attempt))
+            .map_err(|e| conversion(first + 5, format!("attempt of job {job}: outcome: {e}")))?,
+    })
 }
 
-/// A RUNNING job's open attempt is stored in its row, not in `attempts`
-/// (rows written before that rule may still hold it there): rebuilds it
-/// as the last attempt of the history unless it is already there.
-fn reopen_running_attempt(job: &mut Job) {
-    if job.state != JobState::Running || job.history.last().is_some_and(|a| a.outcome.is_none()) {
-        return;
+/// A job's history: the attempts stored on their own, then the last one
+/// from the job row. The row's copy is the newer one when `attempts` also
+/// holds that attempt (written as open by a version-2 binary).
+fn with_last_attempt(mut history: Vec<Attempt>, last: Option<Attempt>) -> Vec<Attempt> {
+    if let Some(last) = last {
+        history.retain(|a| a.number != last.number);
+        history.push(last);
     }
-    let (Some(lease), Some(worker_id), Some(started_at)) =
-        (job.lease, job.worker_id.clone(), job.assigned_at)
-    else {
-        return;
-    };
-    job.history.push(Attempt {
-        number: job.history.last().map_or(0, |a| a.number) + 1,
-        worker_id,
-        lease,
-        started_at,
-        ended_at: None,
-        outcome: None,
-    });
+    history
+}
+
+/// The last attempt kept in a job row (columns 20–25), if it has one.
+fn read_last_attempt(row: &Row<'_>, job: &str) -> rusqlite::Result<Option<Attempt>> {
+    match row.get::<_, Option<u32>>(20)? {
+        Some(_) => attempt_at(row, 20, job).map(Some),
+        None => Ok(None),
+    }
 }
 
 fn conversion(column: usize, reason: String) -> rusqlite::Error {
@@ -330,7 +357,8 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         updated_at: row.get(17)?,
         finished_at: row.get(18)?,
         not_before: row.get(19)?,
-        history: Vec::new(),
+        // Only the last attempt, from the row; `load_all` adds the rest.
+        history: read_last_attempt(row, &id)?.into_iter().collect(),
         progress: None,
     })
 }
@@ -422,29 +450,89 @@ mod tests {
         assert_eq!(loaded, vec![full]);
     }
 
+    fn attempt_rows(store: &JobStore) -> i64 {
+        store
+            .conn
+            .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
+            .expect("count")
+    }
+
     #[test]
-    fn a_running_attempt_is_stored_in_the_job_row_and_rebuilt_once() {
+    fn the_last_attempt_lives_in_the_job_row_until_a_later_one_starts() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("t.db");
         let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
-        let running = job(1, JobState::Running);
+        let mut running = job(1, JobState::Running);
         store
             .commit(std::slice::from_ref(&running))
             .expect("commit");
-        let stored: i64 = store
-            .conn
-            .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
-            .expect("count");
-        assert_eq!(stored, 0, "the open attempt has no row of its own");
+        assert_eq!(
+            attempt_rows(&store),
+            0,
+            "the only attempt is in the job row"
+        );
+        running.end_attempt(AttemptOutcome::Failed { error: "e".into() }, 15);
+        store
+            .commit(std::slice::from_ref(&running))
+            .expect("end attempt");
+        assert_eq!(attempt_rows(&store), 0, "still the last attempt");
         assert_eq!(store.load_all().expect("load"), vec![running.clone()]);
-        // A row written by an older binary, which stored the open attempt.
-        write_attempt(
-            &mut store.conn.prepare_cached(UPSERT_ATTEMPT).expect("prepare"),
-            running.id,
-            &running.history[0],
-        )
-        .expect("legacy attempt row");
+        running.history.push(Attempt {
+            number: 2,
+            started_at: 16,
+            lease: LeaseId::new_random(),
+            ..running.history[0].clone()
+        });
+        store
+            .commit(std::slice::from_ref(&running))
+            .expect("second attempt");
+        assert_eq!(attempt_rows(&store), 1, "the first attempt got its own row");
         assert_eq!(store.load_all().expect("load"), vec![running]);
+    }
+
+    #[test]
+    fn a_version_2_history_survives_the_migration_and_its_open_attempt_closes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        let mut running = job(1, JobState::Running);
+        running.end_attempt(AttemptOutcome::Failed { error: "e".into() }, 15);
+        running.history.push(Attempt {
+            number: 2,
+            started_at: 16,
+            ..running.history[0].clone()
+        });
+        {
+            // A version-2 database: every attempt, the open one too, in `attempts`.
+            let mut conn = Connection::open(&path).expect("create");
+            schema::migrate_to(&mut conn, 2).expect("v2");
+            conn.execute(
+                "INSERT INTO jobs (id, task_type, payload, priority, sequence, submitted_at, \
+                 state, attempts, max_attempts, timeout_ms, lease, worker_id, assigned_at, \
+                 idempotency_key, not_before, result, updated_at) \
+                 VALUES (?1, 'echo', x'80', 2, 1, 10, 'RUNNING', 1, 3, 500, ?2, 'w', 11, \
+                 'key-1', 5, x'72', 12)",
+                params![running.id.to_string(), running.lease.map(|l| l.to_string())],
+            )
+            .expect("v2 job");
+            let mut insert = conn.prepare_cached(UPSERT_ATTEMPT).expect("prepare");
+            for attempt in &running.history {
+                write_attempt(&mut insert, running.id, attempt).expect("v2 attempt");
+            }
+        }
+        let mut store = JobStore::open(&path, Synchronous::Full).expect("migrate");
+        assert_eq!(store.load_all().expect("load"), vec![running.clone()]);
+        running.end_attempt(AttemptOutcome::Succeeded, 20);
+        running.state = JobState::Succeeded;
+        let changed_only = Job {
+            history: running.history[1..].to_vec(),
+            ..running.clone()
+        };
+        store.commit(&[changed_only]).expect("close");
+        assert_eq!(
+            store.load_all().expect("load"),
+            vec![running],
+            "the row's closed copy wins over the stored open one"
+        );
     }
 
     #[test]

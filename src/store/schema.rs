@@ -4,8 +4,9 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this binary writes. Version 1 is the schema before
-/// priorities (no `priority` or `sequence` columns).
-pub const SCHEMA_VERSION: i64 = 2;
+/// priorities (no `priority` or `sequence` columns); version 2 kept every
+/// attempt in `attempts`; version 3 keeps a job's last attempt in its row.
+pub const SCHEMA_VERSION: i64 = 3;
 
 const JOBS_V1: &str = "
 CREATE TABLE jobs (
@@ -50,12 +51,26 @@ CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 ";
 
+/// Version 2 → 3: the job's last attempt, in its own row, so that starting
+/// or ending an attempt rewrites one row instead of two (`attempts` holds
+/// the earlier ones). Existing rows keep all their attempts in `attempts`,
+/// which stays valid: the columns start out NULL.
+const V2_TO_V3: &str = "
+ALTER TABLE jobs ADD COLUMN last_attempt_number INTEGER;
+ALTER TABLE jobs ADD COLUMN last_attempt_worker TEXT;
+ALTER TABLE jobs ADD COLUMN last_attempt_lease TEXT;
+ALTER TABLE jobs ADD COLUMN last_attempt_started_at INTEGER;
+ALTER TABLE jobs ADD COLUMN last_attempt_ended_at INTEGER;
+ALTER TABLE jobs ADD COLUMN last_attempt_outcome TEXT;
+";
+
 /// One migration step: from `version - 1` to `version`.
 type Step = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
-const STEPS: [(i64, Step); 2] = [
+const STEPS: [(i64, Step); 3] = [
     (1, |tx| tx.execute_batch(JOBS_V1)),
     (2, |tx| tx.execute_batch(V1_TO_V2)),
+    (3, |tx| tx.execute_batch(V2_TO_V3)),
 ];
 
 /// Why the schema could not be brought up to date.
@@ -70,6 +85,12 @@ pub enum SchemaError {
 /// Brings the database to `SCHEMA_VERSION`, one step per transaction. A
 /// database newer than this binary is refused without being modified.
 pub fn migrate(conn: &mut Connection) -> Result<i64, SchemaError> {
+    migrate_to(conn, SCHEMA_VERSION)
+}
+
+/// Brings the database to `target` (at most `SCHEMA_VERSION`); tests use it
+/// to build databases of older versions.
+pub(crate) fn migrate_to(conn: &mut Connection, target: i64) -> Result<i64, SchemaError> {
     let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if found > SCHEMA_VERSION {
         return Err(SchemaError::TooNew {
@@ -77,7 +98,7 @@ pub fn migrate(conn: &mut Connection) -> Result<i64, SchemaError> {
             supported: SCHEMA_VERSION,
         });
     }
-    for (version, step) in STEPS.iter().filter(|(v, _)| *v > found) {
+    for (version, step) in STEPS.iter().filter(|(v, _)| *v > found && *v <= target) {
         let tx = conn.transaction()?;
         step(&tx)?;
         tx.pragma_update(None, "user_version", version)?;
