@@ -47,10 +47,19 @@ wait_for_port() {
     return 1
 }
 
+# Every measurement starts from the same disk state: the previous one's
+# writes (binlog, WAL, deleted temp files) flushed, so no server pays for
+# another's writeback in its fsyncs.
+settle() {
+    sync
+    sleep 0.5
+}
+
 # run_server NAME LOADGEN-KIND COMMAND...: starts the server with PORT
 # substituted, runs the load generator, stops the server by its PID.
 run_server() {
     local name=$1 kind=$2; shift 2
+    settle
     local port; port=$(free_port)
     local cmd=("${@//PORT/$port}")
     "${cmd[@]}" >"$WORK/$name.log" 2>&1 &
@@ -64,6 +73,7 @@ run_server() {
 
 run_taskyard() {
     local name=$1; shift
+    settle
     "$TASKYARD" bench --jobs "$JOBS" --latency-jobs 0 --json "$@" \
         | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["throughput"]))' \
         >>"$WORK/$name.jsonl"
