@@ -378,7 +378,8 @@ impl CoordinatorState {
     /// The rows changed since the last call, in the order they first
     /// changed. Each row's `history` holds only the attempts that may have
     /// changed since the row was last taken (earlier ones are stored
-    /// already and never change), so a commit rewrites no old attempt.
+    /// already and never change), so a commit rewrites no old attempt; it
+    /// always holds the last attempt, if the job has one.
     pub fn take_dirty(&mut self) -> Vec<Job> {
         self.dirty_at.clear();
         let mut rows = Vec::with_capacity(self.dirty.len());
@@ -386,7 +387,9 @@ impl CoordinatorState {
             let Some(job) = self.jobs.get_mut(&id) else {
                 continue;
             };
-            let first = first.min(job.history.len());
+            // The last attempt is always included: the store keeps it in
+            // the job's row, which every write replaces whole.
+            let first = first.min(job.history.len().saturating_sub(1));
             // Clone everything but the history, then only its changed tail.
             let history = std::mem::take(&mut job.history);
             let mut row = Job::clone(job);
