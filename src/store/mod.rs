@@ -31,12 +31,13 @@ const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at,
     idempotency_key, updated_at, finished_at, not_before, last_attempt_number, last_attempt_worker, \
     last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, last_attempt_outcome";
 
-const INSERT: &str = "INSERT INTO jobs (id, task_type, payload, priority, sequence, submitted_at, \
-    state, attempts, max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, \
-    result, error, idempotency_key, updated_at, finished_at, not_before, last_attempt_number, \
-    last_attempt_worker, last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, \
-    last_attempt_outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-    ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)";
+/// The columns of `UPDATE` (same numbers), then those fixed at submission.
+const INSERT: &str = "INSERT INTO jobs (id, state, attempts, max_attempts, lease, worker_id, \
+    assigned_at, next_retry_at, result, error, updated_at, finished_at, not_before, \
+    last_attempt_number, last_attempt_worker, last_attempt_lease, last_attempt_started_at, \
+    last_attempt_ended_at, last_attempt_outcome, task_type, payload, priority, sequence, \
+    submitted_at, timeout_ms, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
+    ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)";
 
 /// The columns a transition can change; submission fields never do.
 const UPDATE: &str = "UPDATE jobs SET state = ?2, attempts = ?3, max_attempts = ?4, lease = ?5, \
@@ -193,7 +194,7 @@ fn write_job(
     let mut last_lease_buf = Uuid::encode_buffer();
     let last_lease = last.map(|a| &*a.lease.0.hyphenated().encode_lower(&mut last_lease_buf));
     let last_outcome = last.and_then(|a| a.outcome.as_ref()).map(outcome_text);
-    let changed = update.execute(params![
+    let changes = params![
         id,
         job.state.as_str(),
         job.attempts,
@@ -213,36 +214,20 @@ fn write_job(
         last.map(|a| a.started_at),
         last.and_then(|a| a.ended_at),
         last_outcome,
-    ])?;
-    if changed == 0 {
-        insert.execute(params![
-            id,
+    ];
+    if update.execute(changes)? == 0 {
+        let submission = params![
             job.task_type,
             &job.payload[..],
             job.priority.level(),
             job.sequence as i64,
             job.submitted_at,
-            job.state.as_str(),
-            job.attempts,
-            job.max_attempts,
             job.timeout_ms as i64,
-            lease,
-            worker,
-            job.assigned_at,
-            job.next_retry_at,
-            job.result.as_deref(),
-            job.error,
             job.idempotency_key,
-            job.updated_at,
-            job.finished_at,
-            job.not_before,
-            last.map(|a| a.number),
-            last.map(|a| a.worker_id.0.as_str()),
-            last_lease,
-            last.map(|a| a.started_at),
-            last.and_then(|a| a.ended_at),
-            last_outcome,
-        ])?;
+        ];
+        insert.execute(rusqlite::params_from_iter(
+            changes.iter().chain(submission.iter()),
+        ))?;
     }
     Ok(())
 }
@@ -439,15 +424,21 @@ mod tests {
             ..full.history[0].clone()
         });
         store.commit(&[full.clone()]).expect("commit");
-        full.end_attempt(AttemptOutcome::Succeeded, 20);
-        full.state = JobState::Succeeded;
-        let changed_only = Job {
-            history: full.history[1..].to_vec(),
-            ..full.clone()
-        };
+        let changed_only = succeed_second_attempt(&mut full);
         store.commit(&[changed_only]).expect("update");
         let loaded = store.load_all().expect("load");
         assert_eq!(loaded, vec![full]);
+    }
+
+    /// Ends `job`'s second (last) attempt with success; returns the row as
+    /// `take_dirty` would send it: the first attempt, stored, left out.
+    fn succeed_second_attempt(job: &mut Job) -> Job {
+        job.end_attempt(AttemptOutcome::Succeeded, 20);
+        job.state = JobState::Succeeded;
+        Job {
+            history: job.history[1..].to_vec(),
+            ..job.clone()
+        }
     }
 
     fn attempt_rows(store: &JobStore) -> i64 {
@@ -521,12 +512,7 @@ mod tests {
         }
         let mut store = JobStore::open(&path, Synchronous::Full).expect("migrate");
         assert_eq!(store.load_all().expect("load"), vec![running.clone()]);
-        running.end_attempt(AttemptOutcome::Succeeded, 20);
-        running.state = JobState::Succeeded;
-        let changed_only = Job {
-            history: running.history[1..].to_vec(),
-            ..running.clone()
-        };
+        let changed_only = succeed_second_attempt(&mut running);
         store.commit(&[changed_only]).expect("close");
         assert_eq!(
             store.load_all().expect("load"),
