@@ -193,7 +193,7 @@ fn write_job(
     let last = job.history.last();
     let mut last_lease_buf = Uuid::encode_buffer();
     let last_lease = last.map(|a| &*a.lease.0.hyphenated().encode_lower(&mut last_lease_buf));
-    let last_outcome = last.and_then(|a| a.outcome.as_ref()).map(outcome_text);
+    let last_outcome = last.and_then(|a| a.outcome.as_ref()).and_then(outcome_text);
     let changes = params![
         id,
         job.state.as_str(),
@@ -237,7 +237,7 @@ fn write_attempt(
     job_id: JobId,
     attempt: &Attempt,
 ) -> rusqlite::Result<usize> {
-    let outcome = attempt.outcome.as_ref().map(outcome_text);
+    let outcome = attempt.outcome.as_ref().and_then(outcome_text);
     stmt.execute(params![
         job_id.to_string(),
         attempt.number,
@@ -250,9 +250,8 @@ fn write_attempt(
 }
 
 /// How an attempt's outcome is stored: its JSON form.
-fn outcome_text(outcome: &AttemptOutcome) -> String {
-    // An enum of strings always serializes.
-    serde_json::to_string(outcome).unwrap_or_default()
+fn outcome_text(outcome: &AttemptOutcome) -> Option<String> {
+    serde_json::to_string(outcome).ok()
 }
 
 fn read_attempt(row: &Row<'_>) -> rusqlite::Result<(JobId, Attempt)> {
