@@ -1,5 +1,6 @@
 //! The `Coordinator` actor driven by messages, with a manual clock and a
-//! persistence stand-in that holds every commit until the test releases it.
+//! persistence stand-in that holds every commit until the test releases it
+//! (staged rows count towards the commit that ends their batch).
 //! No sockets, no SQLite.
 
 use actix::prelude::*;
@@ -8,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use taskyard::actors::coordinator::*;
 use taskyard::actors::outbox::{ClientAnswer, SendToWorker};
-use taskyard::actors::persistence::CommitBatch;
+use taskyard::actors::persistence::{CommitBatch, PersistenceLink, StageRows};
 use taskyard::clock::ManualClock;
 use taskyard::protocol::payloads::encode_json;
 use taskyard::protocol::*;
@@ -21,6 +22,21 @@ type Pending = Arc<Mutex<Vec<(u64, usize, oneshot::Sender<()>)>>>;
 /// Persistence stand-in: each commit waits until `release` is called.
 struct HeldPersistence {
     pending: Pending,
+    /// Sizes of the `StageRows` received, in order.
+    stages: Arc<Mutex<Vec<usize>>>,
+    /// Rows staged since the last commit.
+    staged_rows: usize,
+}
+
+impl Handler<StageRows> for HeldPersistence {
+    type Result = ();
+
+    fn handle(&mut self, staged: StageRows, _: &mut Context<Self>) {
+        self.staged_rows += staged.rows.len();
+        if let Ok(mut stages) = self.stages.lock() {
+            stages.push(staged.rows.len());
+        }
+    }
 }
 
 impl Actor for HeldPersistence {
@@ -32,8 +48,9 @@ impl Handler<CommitBatch> for HeldPersistence {
 
     fn handle(&mut self, batch: CommitBatch, _: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
+        let rows = std::mem::take(&mut self.staged_rows);
         if let Ok(mut pending) = self.pending.lock() {
-            pending.push((batch.number, batch.rows.len(), tx));
+            pending.push((batch.number, rows + batch.rows.len(), tx));
         }
         Box::pin(async move {
             let _ = rx.await;
@@ -70,6 +87,7 @@ impl Handler<ClientAnswer> for Recorder {
 struct Harness {
     coordinator: Addr<Coordinator>,
     pending: Pending,
+    stages: Arc<Mutex<Vec<usize>>>,
     clock: ManualClock,
     worker: Recorder,
     worker_addr: Addr<Recorder>,
@@ -86,8 +104,11 @@ impl Harness {
 
     fn start_with_window(window: Duration) -> Harness {
         let pending = Pending::default();
+        let stages = Arc::new(Mutex::new(Vec::new()));
         let persistence = HeldPersistence {
             pending: pending.clone(),
+            stages: stages.clone(),
+            staged_rows: 0,
         }
         .start();
         let clock = ManualClock::starting_at(1_000_000);
@@ -106,15 +127,20 @@ impl Harness {
         };
         let log = slog::Logger::root(slog::Discard, slog::o!());
         let state = CoordinatorState::new(policy, log.clone());
-        let coordinator =
-            Coordinator::new(state, Arc::new(clock.clone()), persistence.recipient(), log)
-                .with_coalesce_window(window)
-                .start();
+        let coordinator = Coordinator::new(
+            state,
+            Arc::new(clock.clone()),
+            PersistenceLink::to(&persistence),
+            log,
+        )
+        .with_coalesce_window(window)
+        .start();
         let worker = Recorder::default();
         let client = Recorder::default();
         Harness {
             coordinator,
             pending,
+            stages,
             clock,
             worker_addr: worker.clone().start(),
             worker,
@@ -146,6 +172,10 @@ impl Harness {
     fn pending_batches(&self) -> Vec<(u64, usize)> {
         let pending = self.pending.lock().expect("lock");
         pending.iter().map(|(n, rows, _)| (*n, *rows)).collect()
+    }
+
+    fn stages(&self) -> Vec<usize> {
+        self.stages.lock().expect("lock").clone()
     }
 
     /// Lets every held commit complete.
@@ -294,6 +324,70 @@ async fn changes_made_while_a_batch_is_in_flight_are_committed_together() {
     assert_eq!(h.answers().len(), 5);
     let order: Vec<u64> = h.answers().iter().map(|a| a.request_id).collect();
     assert_eq!(order, vec![0, 1, 2, 3, 4], "answers keep request order");
+}
+
+/// Rows a handler changes while a batch is in flight are staged ahead of
+/// the next commit once there are enough; nothing they show is released
+/// before that commit, not even a read made when nothing else is dirty.
+#[actix_rt::test]
+async fn rows_staged_behind_a_batch_in_flight_are_answered_only_after_their_commit() {
+    let h = Harness::start();
+    let worker = RegisterWorker {
+        session: SessionId(7),
+        reply_to: h.worker_addr.clone().recipient(),
+        worker_id: WorkerId("big".into()),
+        capacity: 20,
+        task_types: vec!["echo".into()],
+    };
+    h.coordinator.send(worker).await.expect("delivered");
+    let batch: Vec<_> = (0..20)
+        .map(|i| SubmitRequest::new("echo", encode_json(&json!({ "message": i.to_string() }))))
+        .collect();
+    h.request(1, ClientRequest::SubmitBatch(batch)).await;
+    settle().await;
+    h.release().await;
+    let running = assigned(&h.frames());
+    assert_eq!(running.len(), 20);
+
+    h.request(2, echo("keeps a batch in flight")).await;
+    settle().await;
+    assert_eq!(h.pending_batches(), vec![(2, 1)]);
+    let lost = WorkerDisconnected {
+        session: SessionId(7),
+        worker_id: WorkerId("big".into()),
+        reason: "test".into(),
+    };
+    h.coordinator.send(lost).await.expect("delivered");
+    // The 20 requeued rows are staged, so nothing is dirty: the read must
+    // still wait for the batch that holds them.
+    h.request(
+        3,
+        ClientRequest::Status {
+            job_id: running[0].0,
+        },
+    )
+    .await;
+    h.request(4, echo("one row is not worth staging")).await;
+    settle().await;
+    assert_eq!(h.stages(), vec![20]);
+    assert_eq!(h.pending_batches(), vec![(2, 1)], "one commit in flight");
+
+    h.release().await;
+    let answered: Vec<u64> = h.answers().iter().map(|a| a.request_id).collect();
+    assert_eq!(
+        answered,
+        vec![1, 2],
+        "the staged requeues are not durable yet"
+    );
+    assert_eq!(
+        h.pending_batches(),
+        vec![(3, 21)],
+        "the next commit carries the staged rows and the rest"
+    );
+    h.release().await;
+    let answered: Vec<u64> = h.answers().iter().map(|a| a.request_id).collect();
+    assert_eq!(answered, vec![1, 2, 3, 4]);
+    assert_eq!(h.inspect().await.held_effects, 0);
 }
 
 #[actix_rt::test]

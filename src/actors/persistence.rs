@@ -4,12 +4,24 @@
 
 use crate::scheduler::Job;
 use crate::store::{JobStore, StoreError};
-use actix::{Actor, Handler, Message, SyncContext};
+use actix::dev::ToEnvelope;
+use actix::{Actor, Addr, Handler, Message, Recipient, SyncContext};
 use slog::{debug, Logger};
 use std::time::Instant;
 
-/// Coordinator → persistence: write these rows in one transaction. The
-/// answer says batch `number` is durable (or why it is not).
+/// Coordinator → persistence: write these rows of the next batch into the
+/// open transaction now, ahead of its `CommitBatch`, so the commit that
+/// ends the batch has less left to do. Nothing staged is durable (or
+/// answered) before that commit; if staging fails, the commit reports it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StageRows {
+    pub rows: Vec<Job>,
+}
+
+/// Coordinator → persistence: write these rows and commit them, with every
+/// row staged since the last commit, in one transaction. The answer says
+/// batch `number` is durable (or why none of it is).
 #[derive(Message)]
 #[rtype(result = "Result<(), StoreError>")]
 pub struct CommitBatch {
@@ -17,15 +29,43 @@ pub struct CommitBatch {
     pub rows: Vec<Job>,
 }
 
-/// Runs `CommitBatch` against the real database.
+/// Where the coordinator sends its rows.
+#[derive(Clone)]
+pub struct PersistenceLink {
+    pub stage: Recipient<StageRows>,
+    pub commit: Recipient<CommitBatch>,
+}
+
+impl PersistenceLink {
+    /// Both messages to one actor.
+    pub fn to<A>(addr: &Addr<A>) -> PersistenceLink
+    where
+        A: Actor + Handler<StageRows> + Handler<CommitBatch>,
+        A::Context: ToEnvelope<A, StageRows> + ToEnvelope<A, CommitBatch>,
+    {
+        PersistenceLink {
+            stage: addr.clone().recipient(),
+            commit: addr.clone().recipient(),
+        }
+    }
+}
+
+/// Runs `StageRows` and `CommitBatch` against the real database.
 pub struct Persistence {
     store: JobStore,
+    /// Why staging failed since the last commit: the transaction is rolled
+    /// back, later rows of the batch are skipped, and its commit fails.
+    failed: Option<StoreError>,
     log: Logger,
 }
 
 impl Persistence {
     pub fn new(store: JobStore, log: Logger) -> Self {
-        Persistence { store, log }
+        Persistence {
+            store,
+            failed: None,
+            log,
+        }
     }
 }
 
@@ -33,14 +73,80 @@ impl Actor for Persistence {
     type Context = SyncContext<Self>;
 }
 
+impl Handler<StageRows> for Persistence {
+    type Result = ();
+
+    fn handle(&mut self, staged: StageRows, _: &mut SyncContext<Self>) {
+        if self.failed.is_none() {
+            self.failed = self.store.stage(&staged.rows).err();
+        }
+    }
+}
+
 impl Handler<CommitBatch> for Persistence {
     type Result = Result<(), StoreError>;
 
     fn handle(&mut self, batch: CommitBatch, _: &mut SyncContext<Self>) -> Self::Result {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let started = Instant::now();
         self.store.commit(&batch.rows)?;
         debug!(self.log, "batch committed"; "batch" => batch.number, "rows" => batch.rows.len(),
                "micros" => started.elapsed().as_micros() as u64);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Synchronous;
+    use crate::protocol::JobState;
+    use crate::store::tests::job;
+    use actix::SyncArbiter;
+
+    #[actix_rt::test]
+    async fn a_batch_whose_staging_failed_is_not_committed_and_the_next_one_is() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        let store = JobStore::open(&path, Synchronous::Full).expect("open");
+        let store = std::sync::Mutex::new(Some(store));
+        let log = Logger::root(slog::Discard, slog::o!());
+        let persistence = SyncArbiter::start(1, move || {
+            let store = store
+                .lock()
+                .ok()
+                .and_then(|mut s| s.take())
+                .expect("one thread");
+            Persistence::new(store, log.clone())
+        });
+        let first = job(1, JobState::Queued);
+        let mut clash = job(2, JobState::Queued);
+        clash.idempotency_key = first.idempotency_key.clone();
+        let staged = StageRows {
+            rows: vec![first, clash],
+        };
+        persistence.do_send(staged);
+        let failed = persistence.send(CommitBatch {
+            number: 1,
+            rows: vec![job(3, JobState::Queued)],
+        });
+        let err = failed.await.expect("answered").expect_err("staging failed");
+        assert!(err.reason.contains("UNIQUE"), "{err}");
+        let retried = persistence.send(CommitBatch {
+            number: 2,
+            rows: vec![job(4, JobState::Queued)],
+        });
+        retried
+            .await
+            .expect("answered")
+            .expect("a fresh transaction");
+        let stored = JobStore::open(&path, Synchronous::Full)
+            .expect("reopen")
+            .load_all()
+            .expect("load");
+        let sequences: Vec<u64> = stored.iter().map(|j| j.sequence).collect();
+        assert_eq!(sequences, vec![4], "nothing of the failed batch is stored");
     }
 }

@@ -6,7 +6,7 @@ use crate::actors::client_session::ClientSession;
 use crate::actors::coordinator::{Coordinator, Shutdown};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, Slots};
-use crate::actors::persistence::Persistence;
+use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
 use crate::actors::worker_session::WorkerSession;
 use crate::clock::{Clock, SystemClock};
@@ -81,8 +81,13 @@ impl CoordinatorServer {
             local_addr(&workers, "worker-listen")?,
         );
         let persistence = start_persistence(store, log.clone());
-        let coordinator =
-            Coordinator::new(state, clock.clone(), persistence.recipient(), log.clone()).start();
+        let coordinator = Coordinator::new(
+            state,
+            clock.clone(),
+            PersistenceLink::to(&persistence),
+            log.clone(),
+        )
+        .start();
         Sweeper {
             coordinator: coordinator.clone(),
             interval: Duration::from_millis(config.sweep_interval_millis),

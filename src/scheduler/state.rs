@@ -375,6 +375,11 @@ impl CoordinatorState {
         !self.dirty.is_empty()
     }
 
+    /// How many rows the next `take_dirty` returns.
+    pub fn dirty_rows(&self) -> usize {
+        self.dirty.len()
+    }
+
     /// The rows changed since the last call, in the order they first
     /// changed. Each row's `history` holds only the attempts that may have
     /// changed since the row was last taken (earlier ones are stored

@@ -133,39 +133,82 @@ impl JobStore {
         Ok(histories)
     }
 
-    /// Writes all `rows` (inserting new jobs, updating known ones) and the
-    /// attempts each row carries in one transaction: after it returns `Ok`,
-    /// every row is durable. A row's `history` may be only the attempts that
-    /// changed (see `CoordinatorState::take_dirty`); stored attempts it
-    /// leaves out are kept. A job's last attempt is kept in the job row
-    /// itself, so starting or ending an attempt rewrites that one row; an
-    /// attempt gets a row in `attempts` once a later one starts.
+    /// Writes `rows` into the open transaction, beginning one if none is
+    /// open: nothing is durable (or visible to other connections) until
+    /// `commit`. On failure the transaction is rolled back, `rows` and
+    /// everything staged before them with it.
+    ///
+    /// A row's `history` may be only the attempts that changed (see
+    /// `CoordinatorState::take_dirty`); stored attempts it leaves out are
+    /// kept. A job's last attempt is kept in the job row itself, so starting
+    /// or ending an attempt rewrites that one row; an attempt gets a row in
+    /// `attempts` once a later one starts. A job staged twice is written
+    /// twice; the later row wins.
+    pub fn stage(&mut self, rows: &[Job]) -> Result<(), StoreError> {
+        let result = self.write_rows(rows);
+        if result.is_err() {
+            self.rollback();
+        }
+        result
+    }
+
+    /// Writes `rows` like `stage`, then commits the transaction: after it
+    /// returns `Ok`, every row staged since the last commit and every row
+    /// of `rows` is durable. On failure none of them is.
     pub fn commit(&mut self, rows: &[Job]) -> Result<(), StoreError> {
+        self.stage(rows)?;
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        let result = self.conn.execute_batch("COMMIT").map_err(|e| self.error(e));
+        if result.is_err() {
+            self.rollback();
+        }
+        result
+    }
+
+    /// Abandons the open transaction, if any.
+    fn rollback(&mut self) {
+        if !self.conn.is_autocommit() {
+            // If even the rollback fails, SQLite has ended the transaction
+            // itself: nothing of it can become durable later.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    fn write_rows(&mut self, rows: &[Job]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
         let path = &self.path;
         let fail = |reason: String| StoreError {
             path: path.clone(),
             reason,
         };
-        let tx = self.conn.transaction().map_err(|e| fail(e.to_string()))?;
-        {
-            let mut update = tx.prepare_cached(UPDATE).map_err(|e| fail(e.to_string()))?;
-            let mut insert = tx.prepare_cached(INSERT).map_err(|e| fail(e.to_string()))?;
-            let mut attempts = tx
-                .prepare_cached(UPSERT_ATTEMPT)
+        if self.conn.is_autocommit() {
+            self.conn
+                .execute_batch("BEGIN")
                 .map_err(|e| fail(e.to_string()))?;
-            for job in rows {
-                write_job(&mut update, &mut insert, job)
-                    .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
-                // The last attempt is stored in the job's own row; the ones
-                // before it (closed for good) get a row of their own here.
-                let earlier = job.history.len().saturating_sub(1);
-                for attempt in &job.history[..earlier] {
-                    write_attempt(&mut attempts, job.id, attempt)
-                        .map_err(|e| fail(format!("writing attempt of job {}: {e}", job.id)))?;
-                }
+        }
+        let statement = |sql| {
+            self.conn
+                .prepare_cached(sql)
+                .map_err(|e| fail(e.to_string()))
+        };
+        let (mut update, mut insert) = (statement(UPDATE)?, statement(INSERT)?);
+        let mut attempts = statement(UPSERT_ATTEMPT)?;
+        for job in rows {
+            write_job(&mut update, &mut insert, job)
+                .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
+            // The last attempt is stored in the job's own row; the ones
+            // before it (closed for good) get a row of their own here.
+            let earlier = job.history.len().saturating_sub(1);
+            for attempt in &job.history[..earlier] {
+                write_attempt(&mut attempts, job.id, attempt)
+                    .map_err(|e| fail(format!("writing attempt of job {}: {e}", job.id)))?;
             }
         }
-        tx.commit().map_err(|e| fail(e.to_string()))
+        Ok(())
     }
 
     fn error(&self, e: rusqlite::Error) -> StoreError {
@@ -348,10 +391,11 @@ fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn job(sequence: u64, state: JobState) -> Job {
+    /// A stored-looking job: `sequence` also names its idempotency key.
+    pub(crate) fn job(sequence: u64, state: JobState) -> Job {
         let lease = LeaseId::new_random();
         let mut job = Job {
             id: JobId::mint(),
@@ -408,6 +452,68 @@ mod tests {
         let mut loaded = store.load_all().expect("load");
         loaded.sort_by_key(|j| j.sequence);
         assert_eq!(loaded, vec![a, b]);
+    }
+
+    #[test]
+    fn staged_rows_are_durable_only_once_committed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
+        let (a, b, c) = (
+            job(1, JobState::Queued),
+            job(2, JobState::Queued),
+            job(3, JobState::Queued),
+        );
+        store.commit(std::slice::from_ref(&a)).expect("commit");
+        store.stage(std::slice::from_ref(&b)).expect("stage");
+        let other = JobStore::open(&path, Synchronous::Full).expect("second connection");
+        assert_eq!(
+            other.load_all().expect("load"),
+            vec![a.clone()],
+            "staged is not visible"
+        );
+        store.commit(std::slice::from_ref(&c)).expect("commit");
+        assert_eq!(
+            other.load_all().expect("load").len(),
+            3,
+            "the commit carries b and c"
+        );
+        store.stage(&[job(4, JobState::Queued)]).expect("stage");
+        drop(store);
+        drop(other);
+        let mut loaded = JobStore::open(&path, Synchronous::Full)
+            .expect("reopen")
+            .load_all()
+            .expect("load");
+        loaded.sort_by_key(|j| j.sequence);
+        assert_eq!(
+            loaded,
+            vec![a, b, c],
+            "rows staged but never committed are lost"
+        );
+    }
+
+    #[test]
+    fn a_failed_stage_rolls_back_everything_staged_since_the_last_commit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("t.db");
+        let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
+        let a = job(1, JobState::Queued);
+        store.commit(std::slice::from_ref(&a)).expect("commit");
+        store.stage(&[job(2, JobState::Queued)]).expect("stage");
+        let mut clash = job(3, JobState::Queued);
+        clash.idempotency_key = a.idempotency_key.clone();
+        let err = store
+            .stage(&[clash])
+            .expect_err("a second job with a's key");
+        assert!(err.reason.contains("UNIQUE"), "{err}");
+        let c = job(4, JobState::Queued);
+        store
+            .commit(std::slice::from_ref(&c))
+            .expect("a new transaction");
+        let mut loaded = store.load_all().expect("load");
+        loaded.sort_by_key(|j| j.sequence);
+        assert_eq!(loaded, vec![a, c], "job 2 went with the failed stage");
     }
 
     #[test]

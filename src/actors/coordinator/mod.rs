@@ -2,13 +2,15 @@
 //! Handlers never block: the state is in memory, SQLite work goes to
 //! `Persistence` as numbered batches (one in flight at a time: group
 //! commit), and every outbound effect waits in the outbox until the batch
-//! holding its state is durable.
+//! holding its state is durable. While a batch waits to be sent, its rows
+//! are staged into persistence's open transaction as they gather, so the
+//! commit that ends it has little left to write.
 
 mod handlers;
 pub mod messages;
 
 use crate::actors::outbox::{Delivery, Outbox, SendToWorker};
-use crate::actors::persistence::CommitBatch;
+use crate::actors::persistence::{CommitBatch, PersistenceLink, StageRows};
 use crate::clock::Clock;
 use crate::protocol::{CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, SessionId};
@@ -28,17 +30,24 @@ const COMMIT_RETRY_DELAY: Duration = Duration::from_secs(1);
 /// the last commit released (see `Coordinator::flush`).
 pub const DEFAULT_COALESCE_WINDOW: Duration = Duration::from_millis(1);
 
+/// Fewest dirty rows worth a `StageRows` message while the next batch is
+/// held back: fewer would wake the persistence thread for too little work.
+const STAGE_MIN_ROWS: usize = 16;
+
 /// See the module documentation.
 pub struct Coordinator {
     state: CoordinatorState,
     clock: Arc<dyn Clock>,
-    persistence: Recipient<CommitBatch>,
+    persistence: PersistenceLink,
     outbox: Outbox,
     /// Write handles of live worker sessions, including replaced ones
     /// until their disconnect arrives.
     sessions: HashMap<SessionId, Recipient<SendToWorker>>,
     /// Rows of the batch being committed, to re-mark if it fails.
     in_flight: Option<Vec<JobId>>,
+    /// Rows of the next batch already staged in persistence's open
+    /// transaction (not durable until that batch commits).
+    staged: Vec<JobId>,
     commit_retry_pending: bool,
     /// Results still expected from the `TaskAssign`s the last commit
     /// released; while it is non-zero, the next batch waits for them (at
@@ -64,7 +73,7 @@ impl Coordinator {
     pub fn new(
         state: CoordinatorState,
         clock: Arc<dyn Clock>,
-        persistence: Recipient<CommitBatch>,
+        persistence: PersistenceLink,
         log: Logger,
     ) -> Self {
         Coordinator {
@@ -74,6 +83,7 @@ impl Coordinator {
             outbox: Outbox::default(),
             sessions: HashMap::new(),
             in_flight: None,
+            staged: Vec::new(),
             commit_retry_pending: false,
             expected_results: 0,
             coalescing: None,
@@ -99,7 +109,7 @@ impl Coordinator {
     /// behind the batch carrying its changes, then sends that batch if none
     /// is in flight.
     fn finish(&mut self, answer: Option<Delivery>, ctx: &mut Context<Self>) {
-        let tag = self.outbox.tag(self.state.has_dirty());
+        let tag = self.outbox.tag(self.has_unsent());
         for effect in self.state.take_effects() {
             if let Some(delivery) = self.delivery_for(effect) {
                 self.outbox.hold(tag, delivery);
@@ -132,6 +142,12 @@ impl Coordinator {
         Some(Delivery::Worker(to, message))
     }
 
+    /// True when changes wait for the next batch (dirty, or staged but not
+    /// committed).
+    fn has_unsent(&self) -> bool {
+        self.state.has_dirty() || !self.staged.is_empty()
+    }
+
     /// A worker result arrived: one fewer result of the last released round
     /// to wait for.
     fn result_arrived(&mut self) {
@@ -148,12 +164,18 @@ impl Coordinator {
     /// they free slots for) instead of the first few. Nothing is released
     /// early: held effects still wait for the batch that carries their state.
     /// With no round outstanding (an idle system) a change goes at once.
+    /// While the batch is held back, its rows are staged as they gather.
     fn flush(&mut self, ctx: &mut Context<Self>) {
-        if self.in_flight.is_some() || self.commit_retry_pending || !self.state.has_dirty() {
+        if !self.has_unsent() {
             self.stop_if_frozen();
             return;
         }
+        if self.in_flight.is_some() || self.commit_retry_pending {
+            self.stage();
+            return;
+        }
         if self.expected_results > 0 && !self.stopping && !self.coalesce_window.is_zero() {
+            self.stage();
             if self.coalescing.is_none() {
                 let handle = ctx.run_later(self.coalesce_window, |act, ctx| {
                     act.coalescing = None;
@@ -170,13 +192,15 @@ impl Coordinator {
         }
         let rows = self.state.take_dirty();
         let number = self.outbox.next_batch();
-        self.in_flight = Some(rows.iter().map(|j| j.id).collect());
+        let mut in_flight = std::mem::take(&mut self.staged);
+        in_flight.extend(rows.iter().map(|j| j.id));
         self.state
             .metrics_mut()
             .batch_rows
-            .observe(rows.len() as f64);
+            .observe(in_flight.len() as f64);
+        self.in_flight = Some(in_flight);
         let started = actix::clock::Instant::now();
-        let commit = self.persistence.send(CommitBatch { number, rows });
+        let commit = self.persistence.commit.send(CommitBatch { number, rows });
         ctx.spawn(commit.into_actor(self).map(move |result, act, ctx| {
             let latency = started.elapsed().as_secs_f64();
             act.state.metrics_mut().commit_latency.observe(latency);
@@ -188,6 +212,17 @@ impl Coordinator {
             });
             act.committed(number, result, ctx);
         }));
+    }
+
+    /// Writes the dirty rows into persistence's open transaction ahead of
+    /// the batch's commit, once there are enough to be worth a message.
+    fn stage(&mut self) {
+        if self.state.dirty_rows() < STAGE_MIN_ROWS {
+            return;
+        }
+        let rows = self.state.take_dirty();
+        self.staged.extend(rows.iter().map(|j| j.id));
+        self.persistence.stage.do_send(StageRows { rows });
     }
 
     fn committed(&mut self, number: u64, result: Result<(), StoreError>, ctx: &mut Context<Self>) {
@@ -216,7 +251,7 @@ impl Coordinator {
 
     /// After `Shutdown`, stops the system once nothing is left to commit.
     fn stop_if_frozen(&self) {
-        if self.stopping && self.in_flight.is_none() && !self.state.has_dirty() {
+        if self.stopping && self.in_flight.is_none() && !self.has_unsent() {
             info!(self.log, "state frozen and durable; stopping");
             actix::System::current().stop();
         }
