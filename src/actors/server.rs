@@ -16,7 +16,7 @@ use crate::scheduler::{CoordinatorState, Policy, RecoverySummary};
 use crate::security::tls;
 use crate::store::{JobStore, StoreError};
 use actix::{Actor, Addr, SyncArbiter};
-use slog::{info, Logger};
+use slog::{info, warn, Logger};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,6 +67,9 @@ impl CoordinatorServer {
         let started = Instant::now();
         let listeners = Listeners::from_config(config)?;
         let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
+        if config.sqlite_preallocate_wal {
+            preallocate_wal(&store, &log);
+        }
         let rows = store.load_all()?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
         let recovery = state.recover(rows, clock.now_millis());
@@ -166,6 +169,17 @@ fn local_addr(listener: &TcpListener, key: &'static str) -> Result<SocketAddr, S
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         reason: e.to_string(),
     })
+}
+
+/// A WAL that cannot be preallocated (a full disk, say) only makes commits
+/// slower, so it is a warning, not a reason to refuse to start.
+fn preallocate_wal(store: &JobStore, log: &Logger) {
+    let started = Instant::now();
+    match store.preallocate_wal() {
+        Ok(bytes) => info!(log, "WAL preallocated"; "bytes" => bytes,
+                           "millis" => started.elapsed().as_millis() as u64),
+        Err(e) => warn!(log, "WAL not preallocated; commits will grow it"; "error" => %e),
+    }
 }
 
 fn start_persistence(store: JobStore, log: Logger) -> Addr<Persistence> {
