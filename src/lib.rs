@@ -8,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod http;
 pub mod logging;
+pub mod memory;
 pub mod protocol;
 pub mod scheduler;
 pub mod security;

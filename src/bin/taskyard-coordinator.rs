@@ -8,7 +8,7 @@ use taskyard::actors::CoordinatorHandle;
 use taskyard::config::{load, CoordinatorOptions};
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
-/// (BENCHMARKS.md).
+/// (BENCHMARKS.md); `main` first turns huge pages off (see `taskyard::memory`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -26,6 +26,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    taskyard::memory::disable_transparent_huge_pages();
     let args = Args::parse();
     let config = match load(args.config.as_deref(), args.options) {
         Ok(config) => config,

@@ -9,7 +9,7 @@ use taskyard::config::{self, WorkerOptions};
 use taskyard::worker::{BuildError, Worker};
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
-/// (BENCHMARKS.md).
+/// (BENCHMARKS.md); `main` first turns huge pages off (see `taskyard::memory`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -28,6 +28,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    taskyard::memory::disable_transparent_huge_pages();
     let cli = Cli::parse();
     let config = match config::load::<WorkerOptions>(cli.config.as_deref(), cli.options) {
         Ok(config) => config,

@@ -7,11 +7,12 @@ use std::process::ExitCode;
 use taskyard::cli::{self, Cli};
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
-/// (BENCHMARKS.md).
+/// (BENCHMARKS.md); `main` first turns huge pages off (see `taskyard::memory`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    taskyard::memory::disable_transparent_huge_pages();
     // Clap prints its own usage errors and exits 2 (`--help` and `--version` exit 0).
     let cli = Cli::parse();
     cli::run(cli)
