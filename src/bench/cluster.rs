@@ -9,7 +9,7 @@ use crate::client::Client;
 use crate::client::ClientOptions;
 use crate::config::{CoordinatorConfig, WorkerConfig};
 use crate::protocol::{JobId, TaskOutcome};
-use crate::worker::{TaskRegistry, WorkerHandle};
+use crate::worker::{TaskRegistry, Threads, WorkerHandle};
 use slog::Logger;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -220,9 +220,10 @@ fn registry(start_times: &StartTimes) -> TaskRegistry {
     let mut registry = TaskRegistry::empty();
     let done = || async { TaskOutcome::Succeeded(Vec::new()) };
     let times = start_times.clone();
-    // Both names are valid task types, so registering cannot fail.
-    let _ = registry.register(NOOP, move |_, _| done());
-    let _ = registry.register(TIMED, move |ctx, _| {
+    // Both names are valid task types, so registering cannot fail. Neither
+    // handler blocks, so both run on the connection's thread.
+    let _ = registry.register_on(NOOP, Threads::Connection, move |_, _| done());
+    let _ = registry.register_on(TIMED, Threads::Connection, move |ctx, _| {
         times.record(ctx.job_id);
         done()
     });

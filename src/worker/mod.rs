@@ -31,7 +31,7 @@ pub use connection::ConnectionError;
 pub use drain::Shutdown;
 pub use exec::ExecTask;
 pub use progress::{ProgressReporter, PROGRESS_INTERVAL};
-pub use tasks::{decode_payload, TaskContext, TaskError, TaskHandler, TaskRegistry};
+pub use tasks::{decode_payload, TaskContext, TaskError, TaskHandler, TaskRegistry, Threads};
 
 use task_runtime::TaskRuntime;
 

@@ -1,11 +1,11 @@
 //! The task pool: runs assigned attempts, at most `capacity` at once, each
 //! under its own cancellation token keyed by (job, lease), on the task
-//! runtime — never on the threads of the connection and the heartbeat.
+//! runtime — or, for task types that never block, on the connection's.
 
 use crate::protocol::{JobId, LeaseId, TaskOutcome, WorkerId, WorkerMessage};
 use crate::worker::progress;
 use crate::worker::task_runtime::TaskRuntime;
-use crate::worker::tasks::{TaskContext, TaskHandler, TaskRegistry};
+use crate::worker::tasks::{TaskContext, TaskHandler, TaskRegistry, Threads};
 use futures_util::FutureExt;
 use slog::{debug, o, warn, Logger};
 use std::collections::HashMap;
@@ -120,6 +120,8 @@ impl TaskPool {
     /// child of `parent`) is cancelled first — by `cancel`, the connection
     /// ending or its deadline passing — in which case it sends nothing.
     /// A second assignment of a (job, lease) already running is ignored.
+    /// Called on the connection's runtime, where attempts of
+    /// [`Threads::Connection`] task types run.
     pub fn assign(
         &self,
         a: Assignment,
@@ -143,8 +145,12 @@ impl TaskPool {
         debug!(log, "task assigned"; "task_type" => &a.task_type);
         self.slots.in_flight.send_modify(|n| *n += 1);
         let done = InFlight(self.slots.in_flight.clone());
-        self.runtime
-            .spawn(self.slots.clone().run(a, token, results, log, done));
+        let threads = self.slots.registry.threads(&a.task_type);
+        let attempt = self.slots.clone().run(a, token, results, log, done);
+        match threads {
+            Threads::TaskThreads => self.runtime.spawn(attempt),
+            Threads::Connection => drop(tokio::spawn(attempt)),
+        }
     }
 
     /// Cancels the attempt under `lease`; no result will be sent for it.
@@ -358,5 +364,69 @@ mod tests {
             panic!("still a retryable failure")
         };
         assert!(error.len() <= MAX_ERROR_BYTES + 12 && error.ends_with("[truncated]"));
+    }
+
+    /// The name of the thread each handler ran on, as its result.
+    fn thread_name() -> TaskOutcome {
+        let name = std::thread::current()
+            .name()
+            .unwrap_or_default()
+            .to_string();
+        TaskOutcome::Succeeded(name.into_bytes())
+    }
+
+    #[test]
+    fn nonblocking_task_types_run_on_the_connection_thread_and_others_on_task_threads() {
+        let mut registry = TaskRegistry::empty();
+        registry
+            .register_on("inline", Threads::Connection, |_, _| async {
+                thread_name()
+            })
+            .expect("valid task type");
+        registry
+            .register("threaded", |_, _| async { thread_name() })
+            .expect("valid task type");
+        let limits = PoolLimits {
+            max_frame_bytes: 1 << 20,
+            cleanup_grace: Duration::from_secs(1),
+        };
+        let log = Logger::root(slog::Discard, o!());
+        let runtime = TaskRuntime::dedicated(2).expect("task runtime");
+        let pool = TaskPool::new(2, registry, runtime, limits, WorkerId("w".into()), log);
+        let connection = std::thread::Builder::new()
+            .name("connection".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(async move {
+                    let (tx, mut rx) = mpsc::channel(4);
+                    let parent = CancellationToken::new();
+                    let mut ran_on = HashMap::new();
+                    for task_type in ["inline", "threaded"] {
+                        let job_id = JobId::mint();
+                        let a = Assignment {
+                            job_id,
+                            lease: LeaseId::new_random(),
+                            task_type: task_type.into(),
+                            payload: Vec::new(),
+                            timeout_ms: 10_000,
+                        };
+                        pool.assign(a, &parent, tx.clone());
+                        let Some(WorkerMessage::TaskResult { outcome, .. }) = rx.recv().await
+                        else {
+                            panic!("no result for {task_type}");
+                        };
+                        ran_on.insert(task_type, outcome);
+                    }
+                    ran_on
+                })
+            })
+            .expect("thread");
+        let ran_on = connection.join().expect("connection thread");
+        let name = |s: &str| TaskOutcome::Succeeded(s.as_bytes().to_vec());
+        assert_eq!(ran_on["inline"], name("connection"));
+        assert_eq!(ran_on["threaded"], name("taskyard-task"));
     }
 }
