@@ -83,9 +83,13 @@ impl JobStore {
             .map_err(|e| fail(e.to_string()))?;
         // Neither setting changes what is durable when (every commit still
         // fsyncs the WAL under FULL); both cut work on the commit path.
-        // A page cache of 32 MiB (default 2 MiB) keeps the B-tree pages of
-        // a busy table in memory instead of re-reading them from the OS.
-        conn.pragma_update(None, "cache_size", -32_768)
+        // The page cache stays at SQLite's default 2 MiB: every commit
+        // walks the whole cache (a B-tree split renumbers pages through the
+        // lock-byte page, 262145, which defeats SQLite's shortcut for
+        // that), so a 32 MiB cache cost up to a fifth of the persistence
+        // thread at 200,000 rows (BENCHMARKS.md). Writes touch the newest
+        // pages (ids are UUID v7), which a small cache holds.
+        conn.pragma_update(None, "cache_size", -2_000)
             .map_err(|e| fail(e.to_string()))?;
         // Checkpoint the WAL every 8,000 pages (default 1,000, ~32 MiB
         // instead of 4 MiB): pages rewritten between checkpoints are copied
