@@ -2,7 +2,7 @@
 //! transition so a list footer costs nothing per job.
 
 use crate::protocol::{JobState, StateCount};
-use std::collections::HashMap;
+use crate::scheduler::hash_map::HashMap;
 
 /// Counts per task type, one slot per state in `JobState::ALL` order.
 #[derive(Debug, Default)]

@@ -3,6 +3,7 @@
 
 pub mod control;
 pub mod counts;
+pub mod hash_map;
 pub mod job;
 pub mod lifecycle;
 pub mod metrics;

@@ -2,9 +2,10 @@
 //! policy that picks the next job to run.
 
 use crate::protocol::{JobId, Priority};
+use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::ReadyKey;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// Effective level = base + floor(age / aging step), capped at HIGH. Age is
 /// measured from the time the job became ready (its submission, unless it

@@ -8,13 +8,14 @@ use crate::protocol::{
     CoordinatorToWorker, JobId, JobState, SubmitAnswer, SubmitRejected, SubmitRequest,
 };
 use crate::scheduler::counts::StateCounts;
+use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::{Job, OrderKey};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
 use slog::{debug, error, Logger};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// Largest attempt budget a submission may ask for.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
@@ -111,7 +112,7 @@ impl CoordinatorState {
         CoordinatorState {
             policy,
             log,
-            jobs: HashMap::new(),
+            jobs: HashMap::default(),
             queues: ReadyQueues::default(),
             workers: WorkerRegistry::default(),
             by_sequence: BTreeSet::new(),
@@ -122,9 +123,9 @@ impl CoordinatorState {
             next_sequence: 1,
             latest_submission: i64::MIN,
             active_jobs: 0,
-            idempotency: HashMap::new(),
+            idempotency: HashMap::default(),
             dirty: Vec::new(),
-            dirty_at: HashMap::new(),
+            dirty_at: HashMap::default(),
             effects: Vec::new(),
             metrics: Metrics::default(),
         }

@@ -3,8 +3,9 @@
 //! without scanning every worker.
 
 use crate::protocol::{JobId, WorkerId, WorkerView};
+use crate::scheduler::hash_map::HashMap;
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// One connection's identity, minted by its session. A worker that
 /// reconnects gets a new session id; events from the old one are ignored.
