@@ -7,7 +7,9 @@
 /// zeroes on the faulting thread. In `taskyard bench` that zeroing was ~28%
 /// of the coordinator thread's CPU, on the path of every answer; with huge
 /// pages off the drain rate rose by 4–13% (BENCHMARKS.md). Returns whether
-/// the kernel accepted the setting; nothing else depends on it.
+/// the kernel accepted the setting; nothing else depends on it. Children
+/// inherit the setting; the `exec` task gives its programs the system's
+/// back (`allow_transparent_huge_pages`).
 pub fn disable_transparent_huge_pages() -> bool {
     #[cfg(target_os = "linux")]
     {
@@ -18,6 +20,17 @@ pub fn disable_transparent_huge_pages() -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         false
+    }
+}
+
+/// Undoes [`disable_transparent_huge_pages`] for the calling process: the
+/// system's setting applies again. Only makes one system call, so it may
+/// run between `fork` and `exec`.
+pub fn allow_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: as above; prctl is async-signal-safe.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
     }
 }
 

@@ -371,6 +371,23 @@ async fn rows_staged_behind_a_batch_in_flight_are_answered_only_after_their_comm
     settle().await;
     assert_eq!(h.stages(), vec![20]);
     assert_eq!(h.pending_batches(), vec![(2, 1)], "one commit in flight");
+    // Once their retry delay has passed, a second worker (20 slots) takes
+    // the echoes and most requeued jobs: rows staged before change again
+    // and are staged again, still behind the same commit.
+    let frames_before = h.frames().len();
+    let other = RegisterWorker {
+        session: SessionId(8),
+        reply_to: h.worker_addr.clone().recipient(),
+        worker_id: WorkerId("other".into()),
+        capacity: 20,
+        task_types: vec!["echo".into()],
+    };
+    h.coordinator.send(other).await.expect("delivered");
+    h.clock.advance(1000);
+    h.coordinator.send(Sweep).await.expect("delivered");
+    settle().await;
+    assert_eq!(h.stages(), vec![20, 22]);
+    let committed_before = h.inspect().await.rows_committed;
 
     h.release().await;
     let answered: Vec<u64> = h.answers().iter().map(|a| a.request_id).collect();
@@ -380,14 +397,27 @@ async fn rows_staged_behind_a_batch_in_flight_are_answered_only_after_their_comm
         "the staged requeues are not durable yet"
     );
     assert_eq!(
+        assigned(&h.frames()[frames_before..]).len(),
+        0,
+        "nor are the new assignments"
+    );
+    assert_eq!(
         h.pending_batches(),
-        vec![(3, 21)],
-        "the next commit carries the staged rows and the rest"
+        vec![(3, 42)],
+        "the next commit carries both stagings and the rest"
     );
     h.release().await;
     let answered: Vec<u64> = h.answers().iter().map(|a| a.request_id).collect();
     assert_eq!(answered, vec![1, 2, 3, 4]);
-    assert_eq!(h.inspect().await.held_effects, 0);
+    let slots = 20;
+    assert_eq!(assigned(&h.frames()[frames_before..]).len(), slots);
+    let inspection = h.inspect().await;
+    assert_eq!(inspection.held_effects, 0);
+    assert_eq!(
+        inspection.rows_committed - committed_before,
+        1 + 22,
+        "batch 2's row and batch 3's 22 jobs: a row written twice counts once"
+    );
 }
 
 #[actix_rt::test]

@@ -71,6 +71,33 @@ fn a_program_that_exits_zero_succeeds_with_its_stdout() {
 }
 
 #[test]
+fn programs_get_the_systems_huge_page_setting_back() {
+    let reported = |status: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with("THP_enabled:"))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    let own = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    if reported(&own).is_none() {
+        return; // a kernel too old to report it
+    }
+    // As the worker binary does first thing in `main`.
+    assert!(taskyard::memory::disable_transparent_huge_pages());
+    let own = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    assert_eq!(reported(&own).as_deref(), Some("THP_enabled: 0"));
+    let cluster = exec_cluster(|_| {});
+    let mut client = cluster.client();
+    let job = submit(&mut client, sh("cat /proc/self/status"));
+    let view = finished(&mut client, job);
+    assert_eq!(view.state, JobState::Succeeded, "{view:?}");
+    assert_eq!(
+        reported(&result_text(&view)).as_deref(),
+        Some("THP_enabled: 1")
+    );
+}
+
+#[test]
 fn a_non_zero_exit_fails_with_the_code_and_the_tail_of_stderr() {
     let cluster = exec_cluster(|_| {});
     let mut client = cluster.client();

@@ -8,8 +8,9 @@ use std::process::ExitCode;
 use taskyard::config::{self, WorkerOptions};
 use taskyard::worker::{BuildError, Worker};
 
-/// mimalloc: measured ~25% less coordinator CPU than the system allocator
-/// (BENCHMARKS.md); `main` first turns huge pages off (see `taskyard::memory`).
+/// mimalloc, as in the coordinator (where it measured ~25% less CPU than the
+/// system allocator, BENCHMARKS.md); `main` first turns huge pages off (see
+/// `taskyard::memory`; `exec` programs get the system's setting back).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

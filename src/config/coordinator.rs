@@ -21,7 +21,7 @@ config_struct! {
         db_path: PathBuf = PathBuf::from("taskyard-data/taskyard.db"),
         /// SQLite `synchronous` mode: full (every commit fsynced), normal or off.
         sqlite_synchronous: Synchronous = Synchronous::Full,
-        /// Fill the WAL with zeros at start-up (~37 MiB), so commits
+        /// Fill the WAL with zeros at start-up (~37 MB), so commits
         /// overwrite it in place instead of growing it: cheaper fsyncs.
         sqlite_preallocate_wal: bool = true,
         /// How often the coordinator checks heartbeats, deadlines and retries.

@@ -136,8 +136,9 @@ impl WorkerBuilder {
     /// inside an async runtime.
     pub fn run(self) -> Result<(), BuildError> {
         let (config, registry, log) = self.prepare()?;
-        // One thread is enough for the connection, heartbeat and writer:
-        // handlers run on the task runtime (see `run_with_registry`).
+        // One thread is enough for the connection, heartbeat, writer and
+        // non-blocking handlers: the others run on the task runtime (see
+        // `run_with_registry`).
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;

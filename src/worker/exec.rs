@@ -151,6 +151,15 @@ fn command(program: &Path, spec: &ExecSpec) -> Command {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // The worker runs with huge pages off (`taskyard::memory`), which
+    // programs would inherit; they get the system's setting back.
+    // SAFETY: the closure makes one async-signal-safe system call.
+    unsafe {
+        cmd.pre_exec(|| {
+            crate::memory::allow_transparent_huge_pages();
+            Ok(())
+        });
+    }
     cmd
 }
 

@@ -1,7 +1,9 @@
 //! The worker process: a connection to the coordinator, a heartbeat on its
 //! own timer and a bounded task pool, on plain tokio. The connection, the
 //! heartbeat and the frame writer run on the caller's runtime; task handlers
-//! run on a runtime of their own, so no task can hold up a heartbeat.
+//! run on a runtime of their own, so no task can hold up a heartbeat, except
+//! those of task types declared never to block ([`Threads::Connection`]),
+//! which run on the caller's runtime beside the connection.
 //!
 //! [`Worker::builder`] is the public way in (custom task types, `run` with
 //! signal handling, `spawn`); [`run_with_registry`] is the whole worker as a
@@ -129,8 +131,9 @@ fn run_on_own_runtime(
     log: Logger,
     shutdown: Shutdown,
 ) {
-    // One thread: handlers run on the task runtime, and the connection's
-    // own work (frames, heartbeat) is light. Fewer threads to wake per frame.
+    // One thread: blocking handlers run on the task runtime, and the
+    // connection's own work (frames, heartbeat, non-blocking handlers) is
+    // light. Fewer threads to wake per frame.
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -146,8 +149,10 @@ fn run_on_own_runtime(
 ///
 /// Task handlers run on a runtime of their own (one thread per slot), while
 /// the connection, the heartbeat and the writer stay on the caller's: a
-/// handler that blocks its thread cannot delay a heartbeat. If that runtime
-/// cannot be created the failure is logged at error level and this returns.
+/// handler that blocks its thread cannot delay a heartbeat. Handlers of
+/// [`Threads::Connection`] task types run on the caller's runtime instead.
+/// If the task runtime cannot be created the failure is logged at error
+/// level and this returns.
 pub async fn run_with_registry(
     config: WorkerConfig,
     registry: TaskRegistry,

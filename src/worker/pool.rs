@@ -77,7 +77,9 @@ pub struct PoolControl {
 }
 
 impl TaskPool {
-    /// Handlers run on `runtime`, at most `capacity` at once.
+    /// At most `capacity` handlers run at once: those of
+    /// [`Threads::TaskThreads`] task types on `runtime`, the others on the
+    /// runtime that calls [`assign`](Self::assign).
     pub fn new(
         capacity: u32,
         registry: TaskRegistry,

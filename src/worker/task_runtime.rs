@@ -1,5 +1,6 @@
-//! Where task handlers run: a tokio runtime of their own, apart from the
-//! one running the connection, the heartbeat and the writer.
+//! Where task handlers that may block run: a tokio runtime of their own,
+//! apart from the one running the connection, the heartbeat and the writer
+//! (handlers declared never to block run on that one: `Threads`).
 //!
 //! A handler may block its thread (CPU-bound work, a synchronous library
 //! call). On a shared runtime, as many such handlers as runtime threads

@@ -99,7 +99,8 @@ pub enum Threads {
     /// from the connection and heartbeat: a handler that blocks its thread
     /// (CPU-bound work, a synchronous call) costs only its own slot.
     TaskThreads,
-    /// On the connection's own thread, beside the heartbeat. For handlers
+    /// On the connection's runtime (its one thread when the worker runs
+    /// through `Worker::run`/`spawn`), beside the heartbeat. For handlers
     /// that only await and never block: each attempt skips two hand-offs
     /// between threads (in `taskyard bench`, 18% more jobs/s and 25% less
     /// CPU). One that blocks there stalls the heartbeat and every attempt.

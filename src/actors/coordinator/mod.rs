@@ -193,7 +193,14 @@ impl Coordinator {
         let rows = self.state.take_dirty();
         let number = self.outbox.next_batch();
         let mut in_flight = std::mem::take(&mut self.staged);
+        let restaged = !in_flight.is_empty();
         in_flight.extend(rows.iter().map(|j| j.id));
+        if restaged {
+            // A row staged and changed again since is written twice but is
+            // one job of this batch.
+            in_flight.sort_unstable();
+            in_flight.dedup();
+        }
         self.state
             .metrics_mut()
             .batch_rows
