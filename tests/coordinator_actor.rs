@@ -150,11 +150,16 @@ impl Harness {
     }
 
     async fn register_worker(&self) {
+        self.register(1, "w1", 2).await;
+    }
+
+    /// Registers an `echo` worker on session `session`.
+    async fn register(&self, session: u64, name: &str, capacity: u32) {
         let m = RegisterWorker {
-            session: SessionId(1),
+            session: SessionId(session),
             reply_to: self.worker_addr.clone().recipient(),
-            worker_id: WorkerId("w1".into()),
-            capacity: 2,
+            worker_id: WorkerId(name.into()),
+            capacity,
             task_types: vec!["echo".into()],
         };
         self.coordinator.send(m).await.expect("delivered");
@@ -332,14 +337,7 @@ async fn changes_made_while_a_batch_is_in_flight_are_committed_together() {
 #[actix_rt::test]
 async fn rows_staged_behind_a_batch_in_flight_are_answered_only_after_their_commit() {
     let h = Harness::start();
-    let worker = RegisterWorker {
-        session: SessionId(7),
-        reply_to: h.worker_addr.clone().recipient(),
-        worker_id: WorkerId("big".into()),
-        capacity: 20,
-        task_types: vec!["echo".into()],
-    };
-    h.coordinator.send(worker).await.expect("delivered");
+    h.register(7, "big", 20).await;
     let batch: Vec<_> = (0..20)
         .map(|i| SubmitRequest::new("echo", encode_json(&json!({ "message": i.to_string() }))))
         .collect();
@@ -375,14 +373,7 @@ async fn rows_staged_behind_a_batch_in_flight_are_answered_only_after_their_comm
     // the echoes and most requeued jobs: rows staged before change again
     // and are staged again, still behind the same commit.
     let frames_before = h.frames().len();
-    let other = RegisterWorker {
-        session: SessionId(8),
-        reply_to: h.worker_addr.clone().recipient(),
-        worker_id: WorkerId("other".into()),
-        capacity: 20,
-        task_types: vec!["echo".into()],
-    };
-    h.coordinator.send(other).await.expect("delivered");
+    h.register(8, "other", 20).await;
     h.clock.advance(1000);
     h.coordinator.send(Sweep).await.expect("delivered");
     settle().await;
