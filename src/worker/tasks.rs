@@ -102,8 +102,9 @@ pub enum Threads {
     /// On the connection's runtime (its one thread when the worker runs
     /// through `Worker::run`/`spawn`), beside the heartbeat. For handlers
     /// that only await and never block: each attempt skips two hand-offs
-    /// between threads (in `taskyard bench`, 18% more jobs/s and 25% less
-    /// CPU). One that blocks there stalls the heartbeat and every attempt.
+    /// between threads (in `taskyard bench`, a fifth more jobs/s and a
+    /// quarter less CPU). One that blocks there stalls the heartbeat and
+    /// every attempt.
     Connection,
 }
 
