@@ -221,7 +221,8 @@ fn scenario_database(
 
 #[test]
 fn graceful_stop_leaves_the_same_database_shape_as_a_crash() {
-    let (_graceful_dir, graceful) = scenario_database(|c| c.stop());
+    let (_graceful_dir, graceful) =
+        scenario_database(|c| assert_eq!(c.stop(), taskyard::actors::StopOutcome::Durable));
     let (_killed_dir, killed) = scenario_database(|c| c.kill());
     let shape_after_stop = shape(&graceful);
     assert_eq!(shape_after_stop, shape(&killed));

@@ -12,4 +12,4 @@ pub mod sweeper;
 pub mod worker_session;
 
 pub use coordinator::Coordinator;
-pub use server::{CoordinatorHandle, CoordinatorServer, StartError};
+pub use server::{CoordinatorHandle, CoordinatorServer, StartError, StopOutcome};

@@ -3,7 +3,7 @@
 //! own thread, for `taskyard dev`, tests and benchmarks.
 
 use crate::actors::client_session::ClientSession;
-use crate::actors::coordinator::{Coordinator, Shutdown};
+use crate::actors::coordinator::{Coordinator, Shutdown, NOT_DURABLE_EXIT_CODE};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, Slots};
 use crate::actors::persistence::{Persistence, PersistenceLink};
@@ -90,6 +90,7 @@ impl CoordinatorServer {
             PersistenceLink::to(&persistence),
             log.clone(),
         )
+        .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
         .start();
         Sweeper {
             coordinator: coordinator.clone(),
@@ -290,7 +291,19 @@ pub struct CoordinatorHandle {
     pub recovery: RecoverySummary,
     coordinator: Addr<Coordinator>,
     system: actix::System,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Ends with the actor system's exit code.
+    thread: Option<std::thread::JoinHandle<i32>>,
+}
+
+/// How a graceful stop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopOutcome {
+    /// Everything was durable; every held answer was released.
+    Durable,
+    /// `shutdown-timeout-millis` passed first: some changes were never
+    /// committed (the coordinator logged how many) and their answers were
+    /// never sent.
+    NotDurable,
 }
 
 impl CoordinatorHandle {
@@ -308,9 +321,10 @@ impl CoordinatorHandle {
                 ));
                 let ok = started.is_ok();
                 let _ = ready_tx.send(started.map(|s| (s, actix::System::current())));
-                if ok {
-                    let _ = system.run();
+                if !ok {
+                    return 0;
                 }
+                system.run_with_code().unwrap_or(NOT_DURABLE_EXIT_CODE)
             })
             .map_err(|_| StartError::Thread)?;
         let (server, system) = ready_rx.recv().map_err(|_| StartError::Thread)??;
@@ -330,10 +344,14 @@ impl CoordinatorHandle {
         &self.coordinator
     }
 
-    /// Graceful stop: state frozen and flushed, then sockets closed.
-    pub fn stop(mut self) {
+    /// Graceful stop: state frozen and flushed, then sockets closed; within
+    /// `shutdown-timeout-millis` even when commits keep failing.
+    pub fn stop(mut self) -> StopOutcome {
         self.coordinator.do_send(Shutdown);
-        self.join();
+        match self.join() {
+            0 => StopOutcome::Durable,
+            _ => StopOutcome::NotDurable,
+        }
     }
 
     /// Abrupt stop, like a crash of the process's actors: nothing pending
@@ -343,9 +361,12 @@ impl CoordinatorHandle {
         self.join();
     }
 
-    fn join(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+    /// Waits for the system's thread; its exit code (a panic counts as
+    /// not durable).
+    fn join(&mut self) -> i32 {
+        match self.thread.take() {
+            Some(thread) => thread.join().unwrap_or(NOT_DURABLE_EXIT_CODE),
+            None => 0,
         }
     }
 }

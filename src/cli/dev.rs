@@ -1,7 +1,7 @@
 //! `taskyard dev`: a coordinator and embedded workers in one process, for
 //! trying taskyard locally. Stops cleanly on Ctrl-C.
 
-use crate::actors::CoordinatorHandle;
+use crate::actors::{CoordinatorHandle, StopOutcome};
 use crate::cli::{CliError, Exit};
 use crate::config::{load, CoordinatorOptions, WorkerConfig};
 use crate::worker::WorkerHandle;
@@ -46,9 +46,14 @@ pub fn run(args: DevArgs) -> Result<Exit, CliError> {
     for worker in workers {
         worker.stop();
     }
-    coordinator.stop();
+    let stopped = coordinator.stop();
     waited.map_err(|e| CliError::Setup(format!("cannot wait for Ctrl-C: {e}")))?;
-    Ok(Exit::Success)
+    match stopped {
+        StopOutcome::Durable => Ok(Exit::Success),
+        StopOutcome::NotDurable => Err(CliError::Setup(
+            "stopped before every change was durable (see the log)".into(),
+        )),
+    }
 }
 
 fn print_banner(coordinator: &CoordinatorHandle, workers: u32, db: &std::path::Path) {

@@ -24,6 +24,10 @@ config_struct! {
         /// Fill the WAL with zeros at start-up (~37 MB), so commits
         /// overwrite it in place instead of growing it: cheaper fsyncs.
         sqlite_preallocate_wal: bool = true,
+        /// Longest a graceful stop (SIGTERM, SIGINT) waits for pending
+        /// changes to become durable; then it stops anyway, logs how many
+        /// were not, and exits 1.
+        shutdown_timeout_millis: u64 = 10_000,
         /// How often the coordinator checks heartbeats, deadlines and retries.
         sweep_interval_millis: u64 = 500,
         /// A worker silent for longer than this is declared dead.
@@ -187,6 +191,7 @@ impl Validate for CoordinatorConfig {
             10,
         )?;
         at_least("task-timeout-millis", self.task_timeout_millis, 1)?;
+        at_least("shutdown-timeout-millis", self.shutdown_timeout_millis, 1)?;
         at_least("aging-step-millis", self.aging_step_millis, 1)?;
         at_least("max-active-jobs", self.max_active_jobs, 1)?;
         at_least("retry-base-millis", self.retry_base_millis, 1)?;

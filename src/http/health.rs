@@ -2,9 +2,11 @@
 //! no token). `/readyz`: the coordinator answers a `Ready` query, which the
 //! outbox releases only once every batch sent to SQLite is committed — so a
 //! 200 means recovery finished (the listener opens after it), the actor is
-//! processing messages and the database accepts writes.
+//! processing messages and the database accepts writes. While commits fail
+//! (or the coordinator stops) it answers at once with the reason: 503.
 
 use crate::actors::coordinator::QueryKind;
+use crate::actors::outbox::QueryResult;
 use crate::http::bridge::CoordinatorLink;
 use actix_web::{web, HttpResponse};
 use serde_json::json;
@@ -17,10 +19,13 @@ pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
 
+/// 200 when ready; 503 with the reason otherwise (commits failing, the
+/// coordinator stopping, or no answer within `READY_TIMEOUT`).
 pub async fn readyz(link: web::Data<CoordinatorLink>) -> HttpResponse {
-    match link.query(QueryKind::Ready, READY_TIMEOUT).await {
-        Ok(_) => HttpResponse::Ok().json(json!({ "status": "ready" })),
-        Err(e) => HttpResponse::ServiceUnavailable()
-            .json(json!({ "error": e.to_string(), "code": "not_ready" })),
-    }
+    let reason = match link.query(QueryKind::Ready, READY_TIMEOUT).await {
+        Ok(QueryResult::NotReady { reason }) => reason,
+        Ok(_) => return HttpResponse::Ok().json(json!({ "status": "ready" })),
+        Err(e) => e.to_string(),
+    };
+    HttpResponse::ServiceUnavailable().json(json!({ "error": reason, "code": "not_ready" }))
 }

@@ -12,7 +12,7 @@ use actix_web::{web, HttpResponse};
 use std::fmt::Write;
 
 /// Every metric family exported, for the README and the tests.
-pub const FAMILIES: [&str; 17] = [
+pub const FAMILIES: [&str; 19] = [
     "taskyard_jobs",
     "taskyard_jobs_submitted_total",
     "taskyard_jobs_succeeded_total",
@@ -29,6 +29,8 @@ pub const FAMILIES: [&str; 17] = [
     "taskyard_stale_results_total",
     "taskyard_persistence_batch_rows",
     "taskyard_persistence_commit_seconds",
+    "taskyard_persistence_commit_failures_total",
+    "taskyard_persistence_commits_failing",
     "taskyard_build_info",
 ];
 
@@ -114,6 +116,20 @@ pub fn render(s: &StatsSnapshot) -> String {
         "taskyard_persistence_commit_seconds",
         "Time from sending a batch to its commit.",
         &m.commit_latency,
+    );
+    single(
+        &mut out,
+        "taskyard_persistence_commit_failures_total",
+        "counter",
+        "Commits that failed (each retry counts); answers wait for a later one.",
+        m.commit_failures,
+    );
+    single(
+        &mut out,
+        "taskyard_persistence_commits_failing",
+        "gauge",
+        "1 while the last commit failed (an outage: answers are held), else 0.",
+        u64::from(m.commits_failing),
     );
     family(
         &mut out,

@@ -128,6 +128,10 @@ pub struct Metrics {
     pub run_time: Histogram,
     pub batch_rows: Histogram,
     pub commit_latency: Histogram,
+    /// Commits that failed (each retry counts).
+    pub commit_failures: u64,
+    /// True from a failed commit until one succeeds: an outage.
+    pub commits_failing: bool,
     pub throughput: Throughput,
 }
 
@@ -145,6 +149,8 @@ impl Default for Metrics {
             run_time: Histogram::new(&SECONDS_BUCKETS),
             batch_rows: Histogram::new(&BATCH_BUCKETS),
             commit_latency: Histogram::new(&COMMIT_BUCKETS),
+            commit_failures: 0,
+            commits_failing: false,
             throughput: Throughput::default(),
         }
     }

@@ -13,7 +13,7 @@ impl Handler<RegisterWorker> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, m: RegisterWorker, ctx: &mut Context<Self>) {
-        if self.stopping {
+        if self.commits.is_stopping() {
             return;
         }
         let now = self.now();
@@ -38,11 +38,11 @@ impl Handler<WorkerTaskResult> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, m: WorkerTaskResult, ctx: &mut Context<Self>) {
-        if self.stopping {
+        if self.commits.is_stopping() {
             return;
         }
         let now = self.now();
-        self.result_arrived();
+        self.commits.result_arrived();
         if !self.state.is_current_session(&m.worker_id, m.session) {
             info!(self.log, "result from a replaced session dropped"; "job" => %m.job_id,
                   "lease" => %m.lease, "worker" => %m.worker_id);
@@ -89,7 +89,7 @@ impl Handler<WorkerDisconnected> for Coordinator {
 
     fn handle(&mut self, m: WorkerDisconnected, ctx: &mut Context<Self>) {
         self.sessions.remove(&m.session);
-        if self.stopping {
+        if self.commits.is_stopping() {
             return;
         }
         let now = self.now();
@@ -104,7 +104,7 @@ impl Handler<ClientCommand> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, m: ClientCommand, ctx: &mut Context<Self>) {
-        if self.stopping {
+        if self.commits.is_stopping() {
             return;
         }
         let now = self.now();
@@ -121,10 +121,22 @@ impl Handler<Query> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, m: Query, ctx: &mut Context<Self>) {
-        if self.stopping {
+        if let (QueryKind::Ready, Some(reason)) = (&m.query, self.not_ready()) {
+            let answer = QueryAnswer {
+                request_id: m.request_id,
+                result: QueryResult::NotReady { reason },
+            };
+            // Reveals no job state, so it need not wait for a commit.
+            return Delivery::Query(m.reply_to, answer).deliver();
+        }
+        if self.commits.is_stopping() {
             return;
         }
         let now = self.now();
+        // During an outage counters and depths are answered at once, so an
+        // operator can still scrape /metrics; they are aggregates and may
+        // include changes that are not durable yet.
+        let at_once = matches!(m.query, QueryKind::Stats) && self.commits.outage().is_some();
         let result = match m.query {
             QueryKind::Jobs {
                 state,
@@ -141,15 +153,35 @@ impl Handler<Query> for Coordinator {
             QueryKind::Stats => QueryResult::Stats(Box::new(self.state.stats(now))),
             QueryKind::Ready => QueryResult::Ready,
         };
-        let answer = QueryAnswer {
-            request_id: m.request_id,
-            result,
-        };
-        self.finish(Some(Delivery::Query(m.reply_to, answer)), ctx);
+        let answer = Delivery::Query(
+            m.reply_to,
+            QueryAnswer {
+                request_id: m.request_id,
+                result,
+            },
+        );
+        if at_once {
+            return answer.deliver();
+        }
+        self.finish(Some(answer), ctx);
     }
 }
 
 impl Coordinator {
+    /// Why the coordinator is not ready now, if it is not.
+    fn not_ready(&self) -> Option<String> {
+        if self.commits.is_stopping() {
+            return Some("the coordinator is stopping".into());
+        }
+        self.commits.outage().map(|outage| {
+            format!(
+                "commits to the database are failing ({} failed in a row; answers are held \
+                 until one succeeds): {}",
+                outage.failures, outage.last_error
+            )
+        })
+    }
+
     fn apply_request(&mut self, request: ClientRequest, now: i64) -> ClientResponse {
         match request {
             ClientRequest::Submit(req) => {
@@ -239,7 +271,7 @@ impl Handler<Sweep> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, _: Sweep, ctx: &mut Context<Self>) {
-        if self.stopping {
+        if self.commits.is_stopping() {
             return;
         }
         let now = self.now();
@@ -253,8 +285,8 @@ impl Handler<Shutdown> for Coordinator {
 
     fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
         info!(self.log, "shutting down: freezing state");
-        self.stopping = true;
-        self.flush(ctx);
+        let commands = self.commits.stop_requested(&mut self.state);
+        self.apply(commands, ctx);
     }
 }
 
@@ -265,10 +297,10 @@ impl Handler<Inspect> for Coordinator {
         self.state.check_invariants()?;
         Ok(Inspection {
             active_jobs: self.state.active_jobs(),
-            held_effects: self.outbox.held(),
-            durable_batch: self.outbox.durable(),
-            batches_committed: self.stats.batches,
-            rows_committed: self.stats.rows,
+            held_effects: self.commits.held(),
+            durable_batch: self.commits.durable(),
+            batches_committed: self.commits.stats().batches,
+            rows_committed: self.commits.stats().rows,
         })
     }
 }
