@@ -1,14 +1,16 @@
 //! The `Coordinator` actor driven by messages, with a manual clock and a
-//! persistence stand-in that holds every commit until the test releases it
-//! (staged rows count towards the commit that ends their batch).
-//! No sockets, no SQLite.
+//! persistence stand-in that holds every commit until the test releases or
+//! fails it (staged rows count towards the commit that ends their batch).
+//! No sockets, no SQLite. Tokio time is paused: `settle` returns once every
+//! actor is idle, and timers (coalescing, commit retry, stop deadline) fire
+//! only when the test advances time past them.
 
 use actix::prelude::*;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use taskyard::actors::coordinator::*;
-use taskyard::actors::outbox::{ClientAnswer, SendToWorker};
+use taskyard::actors::outbox::{ClientAnswer, QueryAnswer, QueryResult, SendToWorker};
 use taskyard::actors::persistence::{CommitBatch, PersistenceLink, StageRows};
 use taskyard::clock::ManualClock;
 use taskyard::protocol::payloads::encode_json;
@@ -17,7 +19,8 @@ use taskyard::scheduler::*;
 use taskyard::store::StoreError;
 use tokio::sync::oneshot;
 
-type Pending = Arc<Mutex<Vec<(u64, usize, oneshot::Sender<()>)>>>;
+type Answer = Result<(), StoreError>;
+type Pending = Arc<Mutex<Vec<(u64, usize, oneshot::Sender<Answer>)>>>;
 
 /// Persistence stand-in: each commit waits until `release` is called.
 struct HeldPersistence {
@@ -52,10 +55,14 @@ impl Handler<CommitBatch> for HeldPersistence {
         if let Ok(mut pending) = self.pending.lock() {
             pending.push((batch.number, rows + batch.rows.len(), tx));
         }
-        Box::pin(async move {
-            let _ = rx.await;
-            Ok(())
-        })
+        Box::pin(async move { rx.await.unwrap_or_else(|_| Err(store_error("dropped"))) })
+    }
+}
+
+fn store_error(reason: &str) -> StoreError {
+    StoreError {
+        path: "test.db".into(),
+        reason: reason.into(),
     }
 }
 
@@ -64,6 +71,7 @@ impl Handler<CommitBatch> for HeldPersistence {
 struct Recorder {
     worker_frames: Arc<Mutex<Vec<CoordinatorToWorker>>>,
     answers: Arc<Mutex<Vec<ClientAnswer>>>,
+    queries: Arc<Mutex<Vec<QueryAnswer>>>,
 }
 
 impl Actor for Recorder {
@@ -82,6 +90,33 @@ impl Handler<ClientAnswer> for Recorder {
     fn handle(&mut self, m: ClientAnswer, _: &mut Context<Self>) {
         self.answers.lock().expect("lock").push(m);
     }
+}
+
+impl Handler<QueryAnswer> for Recorder {
+    type Result = ();
+    fn handle(&mut self, m: QueryAnswer, _: &mut Context<Self>) {
+        self.queries.lock().expect("lock").push(m);
+    }
+}
+
+fn policy() -> Policy {
+    Policy {
+        aging_step_ms: 60_000,
+        max_active_jobs: 100,
+        retry: RetryPolicy {
+            base_ms: 1000,
+            cap_ms: 30_000,
+        },
+        default_max_attempts: 3,
+        default_timeout_ms: 10_000,
+        heartbeat_timeout_ms: 6000,
+        max_payload_bytes: 4096,
+        max_result_bytes: 1024,
+    }
+}
+
+fn quiet() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
 }
 
 struct Harness {
@@ -103,6 +138,7 @@ impl Harness {
     }
 
     fn start_with_window(window: Duration) -> Harness {
+        tokio::time::pause();
         let pending = Pending::default();
         let stages = Arc::new(Mutex::new(Vec::new()));
         let persistence = HeldPersistence {
@@ -112,26 +148,12 @@ impl Harness {
         }
         .start();
         let clock = ManualClock::starting_at(1_000_000);
-        let policy = Policy {
-            aging_step_ms: 60_000,
-            max_active_jobs: 100,
-            retry: RetryPolicy {
-                base_ms: 1000,
-                cap_ms: 30_000,
-            },
-            default_max_attempts: 3,
-            default_timeout_ms: 10_000,
-            heartbeat_timeout_ms: 6000,
-            max_payload_bytes: 4096,
-            max_result_bytes: 1024,
-        };
-        let log = slog::Logger::root(slog::Discard, slog::o!());
-        let state = CoordinatorState::new(policy, log.clone());
+        let state = CoordinatorState::new(policy(), quiet());
         let coordinator = Coordinator::new(
             state,
             Arc::new(clock.clone()),
             PersistenceLink::to(&persistence),
-            log,
+            quiet(),
         )
         .with_coalesce_window(window)
         .start();
@@ -185,11 +207,38 @@ impl Harness {
 
     /// Lets every held commit complete.
     async fn release(&self) {
-        let released: Vec<_> = self.pending.lock().expect("lock").drain(..).collect();
-        for (_, _, tx) in released {
-            let _ = tx.send(());
+        self.answer_commits(|| Ok(())).await;
+    }
+
+    /// Fails every held commit, as a full disk would.
+    async fn fail(&self, reason: &str) {
+        self.answer_commits(|| Err(store_error(reason))).await;
+    }
+
+    async fn answer_commits(&self, answer: impl Fn() -> Answer) {
+        settle().await;
+        let held: Vec<_> = self.pending.lock().expect("lock").drain(..).collect();
+        for (_, _, tx) in held {
+            let _ = tx.send(answer());
         }
         settle().await;
+    }
+
+    /// Asks the coordinator whether it is ready; `None` means ready.
+    async fn not_ready(&self) -> Option<String> {
+        let query = Query {
+            reply_to: self.client_addr.clone().recipient(),
+            request_id: 99,
+            query: QueryKind::Ready,
+        };
+        self.coordinator.send(query).await.expect("delivered");
+        settle().await;
+        let answer = self.client.queries.lock().expect("lock").pop();
+        match answer.map(|a| a.result) {
+            Some(QueryResult::Ready) => None,
+            Some(QueryResult::NotReady { reason }) => Some(reason),
+            other => panic!("no readiness answer: {other:?}"),
+        }
     }
 
     fn answers(&self) -> Vec<ClientAnswer> {
@@ -209,11 +258,18 @@ impl Harness {
     }
 }
 
-/// Lets spawned futures and mailboxes run (real time, a few milliseconds).
+/// Returns once every actor of the test is idle: with tokio time paused,
+/// the runtime moves time on to this sleep's end (a millisecond later:
+/// tokio's timer resolution) only when no task can run. Tests keep their
+/// timer assertions clear of those few milliseconds.
 async fn settle() {
-    for _ in 0..5 {
-        actix_rt::time::sleep(Duration::from_millis(2)).await;
-    }
+    tokio::time::sleep(Duration::from_micros(1)).await;
+}
+
+/// Moves paused time on by `by`, firing every timer due by then.
+async fn advance(by: Duration) {
+    tokio::time::advance(by).await;
+    settle().await;
 }
 
 fn echo(message: &str) -> ClientRequest {
@@ -417,10 +473,27 @@ async fn sweep_with_manual_clock_detects_a_silent_worker() {
     h.register_worker().await;
     h.request(1, echo("x")).await;
     h.release().await;
-    assert_eq!(assigned(&h.frames()).len(), 1);
+    let (job_id, _) = assigned(&h.frames())[0];
     h.clock.advance(6000);
     h.coordinator.send(Sweep).await.expect("delivered");
-    assert_eq!(h.inspect().await.active_jobs, 1);
+    h.request(2, ClientRequest::Status { job_id }).await;
+    h.request(3, ClientRequest::Workers).await;
+    h.release().await;
+    let answers = h.answers();
+    assert!(
+        matches!(&answers[1].response, ClientResponse::Job(v) if v.state == JobState::Running),
+        "at the timeout the job still runs: {:?}",
+        answers[1]
+    );
+    assert!(
+        matches!(&answers[2].response, ClientResponse::Workers(w) if w.len() == 1),
+        "and the worker is still registered"
+    );
+    assert!(!h
+        .frames()
+        .iter()
+        .any(|f| matches!(f, CoordinatorToWorker::Error { .. })));
+
     h.clock.advance(1);
     h.coordinator.send(Sweep).await.expect("delivered");
     h.release().await;
@@ -428,12 +501,19 @@ async fn sweep_with_manual_clock_detects_a_silent_worker() {
         h.frames().last(),
         Some(CoordinatorToWorker::Error { message }) if message.contains("no heartbeat")
     ));
-    h.request(2, ClientRequest::Workers).await;
+    h.request(4, ClientRequest::Workers).await;
+    h.request(5, ClientRequest::Status { job_id }).await;
     h.release().await;
+    let answers = h.answers();
     assert!(matches!(
-        h.answers().last().map(|a| &a.response),
-        Some(ClientResponse::Workers(w)) if w.is_empty()
+        &answers[3].response,
+        ClientResponse::Workers(w) if w.is_empty()
     ));
+    assert!(
+        matches!(&answers[4].response, ClientResponse::Job(v) if v.state == JobState::RetryWait),
+        "its job waits for a retry: {:?}",
+        answers[4]
+    );
 }
 
 fn succeeded(job_id: JobId, lease: LeaseId) -> WorkerTaskResult {
@@ -516,14 +596,15 @@ async fn a_missing_result_delays_the_batch_only_for_the_window() {
         .send(succeeded(running[0].0, running[0].1))
         .await
         .expect("delivered");
+    settle().await;
     // The second job's result never comes; the window bounds the wait.
-    let mut waited = Duration::ZERO;
-    while h.pending_batches().is_empty() {
-        assert!(waited < Duration::from_secs(10), "batch never sent");
-        actix_rt::time::sleep(Duration::from_millis(10)).await;
-        waited += Duration::from_millis(10);
-    }
-    assert_eq!(h.pending_batches(), vec![(2, 1)]);
+    advance(Duration::from_millis(40)).await;
+    assert!(
+        h.pending_batches().is_empty(),
+        "held back within the window"
+    );
+    advance(Duration::from_millis(20)).await;
+    assert_eq!(h.pending_batches(), vec![(2, 1)], "sent once it passed");
     assert_eq!(
         assigned(&h.frames()).len(),
         2,
@@ -531,4 +612,122 @@ async fn a_missing_result_delays_the_batch_only_for_the_window() {
     );
     h.release().await;
     assert_eq!(h.inspect().await.active_jobs, 1);
+}
+
+#[actix_rt::test]
+async fn a_failing_commit_holds_every_answer_reports_not_ready_and_recovers_on_retry() {
+    let h = Harness::start();
+    h.register_worker().await;
+    h.release().await;
+    assert_eq!(h.not_ready().await, None);
+    h.request(1, echo("x")).await;
+    h.fail("disk I/O error").await;
+    let reason = h.not_ready().await.expect("not ready while commits fail");
+    assert!(
+        reason.contains("disk I/O error") && reason.contains("1 failed"),
+        "{reason}"
+    );
+    assert!(h.answers().is_empty(), "the submit is not durable");
+    assert!(assigned(&h.frames()).is_empty(), "nor is its assignment");
+
+    // Reads wait too, and the retry comes after COMMIT_RETRY_DELAY.
+    h.request(2, ClientRequest::Workers).await;
+    advance(COMMIT_RETRY_DELAY / 2).await;
+    assert!(h.pending_batches().is_empty(), "no retry before the delay");
+    advance(COMMIT_RETRY_DELAY / 2).await;
+    assert_eq!(h.pending_batches(), vec![(2, 1)], "the row is sent again");
+    h.fail("disk I/O error").await;
+    let reason = h.not_ready().await.expect("still failing");
+    assert!(reason.contains("2 failed"), "{reason}");
+
+    advance(COMMIT_RETRY_DELAY).await;
+    h.release().await;
+    let answered: Vec<u64> = h.answers().iter().map(|a| a.request_id).collect();
+    assert_eq!(answered, vec![1, 2], "held answers released in order");
+    assert_eq!(assigned(&h.frames()).len(), 1);
+    assert_eq!(h.not_ready().await, None, "ready again");
+    assert_eq!(h.inspect().await.held_effects, 0);
+}
+
+/// Runs a coordinator in its own actor system (so `Shutdown` can stop it)
+/// with every commit answered by `answer`; submits one job, asks it to stop
+/// and returns the system's exit code and the commits persistence saw.
+fn stop_with_commits_answered(answer: Answer, shutdown_timeout: Duration) -> (i32, usize) {
+    let commits = Arc::new(Mutex::new(0));
+    let seen = commits.clone();
+    let code = std::thread::spawn(move || {
+        let system = System::new();
+        system.block_on(async move {
+            tokio::time::pause();
+            let persistence = AnsweringPersistence { answer, commits }.start();
+            let state = CoordinatorState::new(policy(), quiet());
+            let coordinator = Coordinator::new(
+                state,
+                Arc::new(ManualClock::starting_at(1_000_000)),
+                PersistenceLink::to(&persistence),
+                quiet(),
+            )
+            .with_shutdown_timeout(shutdown_timeout)
+            .start();
+            let client = Recorder::default().start();
+            let submit = ClientCommand {
+                reply_to: client.recipient(),
+                request_id: 1,
+                request: echo("x"),
+            };
+            coordinator.send(submit).await.expect("delivered");
+            coordinator.send(Shutdown).await.expect("delivered");
+        });
+        system.run_with_code().expect("system ran")
+    })
+    .join()
+    .expect("thread");
+    let commits = *seen.lock().expect("lock");
+    (code, commits)
+}
+
+/// Persistence stand-in answering every commit at once with `answer`.
+struct AnsweringPersistence {
+    answer: Answer,
+    commits: Arc<Mutex<usize>>,
+}
+
+impl Actor for AnsweringPersistence {
+    type Context = Context<Self>;
+}
+
+impl Handler<StageRows> for AnsweringPersistence {
+    type Result = ();
+    fn handle(&mut self, _: StageRows, _: &mut Context<Self>) {}
+}
+
+impl Handler<CommitBatch> for AnsweringPersistence {
+    type Result = Result<(), StoreError>;
+    fn handle(&mut self, _: CommitBatch, _: &mut Context<Self>) -> Self::Result {
+        let mut commits = self.commits.lock().expect("lock");
+        *commits += 1;
+        if *commits > 100 {
+            // A stop that never ends would retry forever in paused time.
+            System::current().stop_with_code(99);
+        }
+        match &self.answer {
+            Ok(()) => Ok(()),
+            Err(e) => Err(store_error(&e.reason)),
+        }
+    }
+}
+
+#[test]
+fn a_stop_while_commits_keep_failing_ends_at_the_shutdown_timeout_with_exit_code_1() {
+    let timeout = COMMIT_RETRY_DELAY * 10 + COMMIT_RETRY_DELAY / 2;
+    let (code, commits) = stop_with_commits_answered(Err(store_error("readonly")), timeout);
+    assert_eq!(code, NOT_DURABLE_EXIT_CODE);
+    // The first try, then one retry per COMMIT_RETRY_DELAY until the timeout.
+    assert_eq!(commits, 11, "retried once a second until the deadline");
+}
+
+#[test]
+fn a_stop_with_healthy_commits_ends_once_everything_is_durable_with_exit_code_0() {
+    let (code, commits) = stop_with_commits_answered(Ok(()), Duration::from_secs(10));
+    assert_eq!((code, commits), (0, 1));
 }

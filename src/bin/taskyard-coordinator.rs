@@ -33,7 +33,7 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(e) => return fail(e),
     };
-    let log = taskyard::logging::build_logger(config.log_level, config.log_format);
+    let (log, flush) = taskyard::logging::build_flushed_logger(config.log_level, config.log_format);
     let coordinator = match CoordinatorHandle::spawn(config, log.clone()) {
         Ok(handle) => handle,
         Err(e) => return fail(e),
@@ -42,7 +42,11 @@ fn main() -> ExitCode {
         slog::error!(log, "cannot wait for signals; stopping"; "error" => %e);
     }
     slog::info!(log, "signal received; stopping");
-    match coordinator.stop() {
+    let stopped = coordinator.stop();
+    // The persistence thread may still hold a logger clone (blocked on the
+    // database): wait for every line, the last one included, to be written.
+    drop(flush);
+    match stopped {
         StopOutcome::Durable => ExitCode::SUCCESS,
         // The coordinator logged how many changes were not durable.
         StopOutcome::NotDurable => ExitCode::from(1),

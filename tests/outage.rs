@@ -1,0 +1,142 @@
+//! A database that refuses writes is an outage, not a hang: answers stay
+//! held (nothing undurable is revealed), `/readyz` and `/metrics` say why,
+//! commits are retried until one succeeds, and a stop still ends within
+//! `shutdown-timeout-millis`. The failure is real: another connection holds
+//! SQLite's write lock, so every commit gets "database is locked".
+
+mod common;
+
+use common::http::Http;
+use common::*;
+use rusqlite::Connection;
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use taskyard::client::Client;
+use taskyard::protocol::SubmitAnswer;
+
+/// Takes SQLite's write lock on `db` until the connection is dropped.
+fn lock_writes(db: &Path) -> Connection {
+    let conn = Connection::open(db).expect("second connection");
+    conn.execute_batch("BEGIN EXCLUSIVE").expect("write lock");
+    conn
+}
+
+/// The value of an unlabelled metric, if `/metrics` answered with it.
+fn metric(http: &Http, name: &str) -> Option<f64> {
+    let body = http.get("/metrics").body;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn a_locked_database_holds_answers_makes_readyz_say_why_and_recovers_when_released() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let coordinator = start_coordinator(coordinator_config(dir.path()));
+    let http = Http::new(coordinator.http_addr.expect("http on"));
+    assert_eq!(http.get("/readyz").status, 200);
+    let lock = lock_writes(&dir.path().join("taskyard.db"));
+
+    let addr = coordinator.client_addr.to_string();
+    let submitted = std::thread::spawn(move || {
+        let mut client = Client::connect(&addr).expect("connect");
+        client.submit(jobs::sleep_job(1)).expect("answered")
+    });
+    // Until the submit arrives /readyz may say ready; then SQLite waits up
+    // to its busy timeout (5 s) for the lock before the commit fails, and
+    // meanwhile /readyz times out (503).
+    let mut reason = String::new();
+    wait_until(
+        "/readyz to report the outage",
+        Duration::from_secs(30),
+        || {
+            let ready = http.get("/readyz");
+            reason = ready.json()["error"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            ready.status == 503 && reason.contains("commits to the database are failing")
+        },
+    );
+    assert!(reason.contains("database is locked"), "{reason}");
+    assert_eq!(
+        metric(&http, "taskyard_persistence_commits_failing"),
+        Some(1.0)
+    );
+    let failures = metric(&http, "taskyard_persistence_commit_failures_total");
+    assert!(failures.is_some_and(|n| n >= 1.0), "{failures:?}");
+    assert!(!submitted.is_finished(), "the submit is not durable yet");
+
+    drop(lock);
+    let answer = submitted.join().expect("submit thread");
+    assert!(
+        matches!(answer, SubmitAnswer::Accepted { .. }),
+        "{answer:?}"
+    );
+    wait_until("ready again", Duration::from_secs(10), || {
+        http.get("/readyz").status == 200
+    });
+    assert_eq!(
+        metric(&http, "taskyard_persistence_commits_failing"),
+        Some(0.0)
+    );
+    assert_eq!(coordinator.stop(), taskyard::actors::StopOutcome::Durable);
+}
+
+fn free_port() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr")
+}
+
+#[test]
+fn sigterm_while_commits_fail_exits_1_within_the_shutdown_timeout_and_stores_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("taskyard.db");
+    let log_path = dir.path().join("coordinator.log");
+    let client_addr = free_port();
+    let mut process = Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+        .arg("--db-path")
+        .arg(&db)
+        .args(["--client-listen", &client_addr.to_string()])
+        .args(["--worker-listen", "127.0.0.1:0", "--http-listen", ""])
+        .args(["--shutdown-timeout-millis", "1500"])
+        .args(["--sqlite-preallocate-wal", "false"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).expect("log"))
+        .spawn()
+        .expect("start coordinator");
+    let addr = client_addr.to_string();
+    wait_until("the coordinator listens", Duration::from_secs(10), || {
+        Client::connect(&addr).is_ok()
+    });
+    let lock = lock_writes(&db);
+    let submitter = std::thread::spawn(move || {
+        let mut client = Client::connect(&addr).expect("connect");
+        client.submit(jobs::sleep_job(1))
+    });
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    wait_until("the commit failed", Duration::from_secs(10), || {
+        log().contains("commit failed")
+    });
+
+    let stopping = Instant::now();
+    // SAFETY: a plain kill(2) of our own child process.
+    unsafe { libc::kill(process.id() as i32, libc::SIGTERM) };
+    let status = process.wait().expect("exit");
+    let took = stopping.elapsed();
+    assert_eq!(status.code(), Some(1), "{status:?} {}", log());
+    assert!(took < Duration::from_secs(6), "stop took {took:?}");
+    assert!(log().contains("not_durable_changes"), "{}", log());
+    assert!(
+        submitter.join().expect("thread").is_err(),
+        "the submit was never answered"
+    );
+
+    drop(lock);
+    let jobs: i64 = Connection::open(&db)
+        .expect("open")
+        .query_row("SELECT count(*) FROM jobs", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(jobs, 0, "nothing of the refused commit is stored");
+}
