@@ -5,7 +5,7 @@
 use crate::actors::client_session::ClientSession;
 use crate::actors::coordinator::{Coordinator, Shutdown};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
-use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, Slots};
+use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
 use crate::actors::worker_session::WorkerSession;
@@ -242,6 +242,7 @@ impl Listeners {
         }
     }
 
+    /// Spawns both accept loops: workers first, then clients.
     fn spawn(
         self,
         clients: TcpListener,
@@ -249,34 +250,44 @@ impl Listeners {
         coordinator: &Addr<Coordinator>,
         log: &Logger,
     ) {
-        let (c, l) = (
-            coordinator.clone(),
-            log.new(slog::o!("listener" => "worker")),
-        );
-        let policy = Arc::new(self.worker.clone());
-        let setup = self.setup("worker", &policy);
-        actix_rt::spawn(accept_loop(
+        self.spawn_accept_loop(
+            &self.worker,
             workers,
-            setup,
-            l.clone(),
-            move |a: Accepted| {
-                let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &l);
-                WorkerSession::start(a.read, a.write, c.clone(), conn);
-            },
-        ));
-        let (c, l) = (
-            coordinator.clone(),
-            log.new(slog::o!("listener" => "client")),
+            coordinator,
+            log,
+            WorkerSession::start,
         );
-        let policy = Arc::new(self.client.clone());
-        let setup = self.setup("client", &policy);
-        actix_rt::spawn(accept_loop(
+        self.spawn_accept_loop(
+            &self.client,
             clients,
+            coordinator,
+            log,
+            ClientSession::start,
+        );
+    }
+
+    /// Spawns the accept loop of the listener for `policy.role`: each
+    /// connection it accepts gets a session from `start_session`, held to
+    /// `policy`, and logs carry the listener's name.
+    fn spawn_accept_loop<Session: 'static>(
+        &self,
+        policy: &ListenerPolicy,
+        listener: TcpListener,
+        coordinator: &Addr<Coordinator>,
+        log: &Logger,
+        start_session: fn(ReadHalf, WriteHalf, Addr<Coordinator>, SessionContext) -> Session,
+    ) {
+        let name = policy.role.name();
+        let (coordinator, log) = (coordinator.clone(), log.new(slog::o!("listener" => name)));
+        let policy = Arc::new(policy.clone());
+        let setup = self.setup(name, &policy);
+        actix_rt::spawn(accept_loop(
+            listener,
             setup,
-            l.clone(),
+            log.clone(),
             move |a: Accepted| {
-                let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &l);
-                ClientSession::start(a.read, a.write, c.clone(), conn);
+                let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &log);
+                start_session(a.read, a.write, coordinator.clone(), conn);
             },
         ));
     }
