@@ -15,10 +15,10 @@ use crate::protocol::Role;
 use crate::scheduler::{CoordinatorState, Policy, RecoverySummary};
 use crate::security::tls;
 use crate::store::{JobStore, StoreError};
-use actix::{Actor, Addr, SyncArbiter};
+use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -83,7 +83,7 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
-        let persistence = start_persistence(store, log.clone());
+        let persistence = Persistence::start(store, log.clone());
         let coordinator = Coordinator::new(
             state,
             clock.clone(),
@@ -180,22 +180,6 @@ fn preallocate_wal(store: &JobStore, log: &Logger) {
                            "millis" => started.elapsed().as_millis() as u64),
         Err(e) => warn!(log, "WAL not preallocated; commits will grow it"; "error" => %e),
     }
-}
-
-fn start_persistence(store: JobStore, log: Logger) -> Addr<Persistence> {
-    // A SyncArbiter builds its actor with a factory; with one thread it is
-    // called once, and the store moves into that one actor.
-    let store = Mutex::new(Some(store));
-    // Named so benchmarks can find its CPU time in /proc.
-    let named = || std::thread::Builder::new().name(PERSISTENCE_THREAD.into());
-    SyncArbiter::start_with_thread_builder(1, named, move || {
-        let store = store
-            .lock()
-            .ok()
-            .and_then(|mut s| s.take())
-            .expect("the persistence arbiter has exactly one thread");
-        Persistence::new(store, log.clone())
-    })
 }
 
 /// Both listeners' rules, from the config. Reads token and TLS files, so
