@@ -5,13 +5,14 @@
 
 mod common;
 
-use common::wait_until;
+use common::rng::XorShift;
+use common::{db, wait_until};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use taskyard::client::Client;
 use taskyard::protocol::payloads::encode_json;
 use taskyard::protocol::{JobId, SubmitAnswer, SubmitRequest};
@@ -26,18 +27,6 @@ const MAX_ATTEMPTS: u32 = 3;
 fn free_port() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("addr")
-}
-
-/// xorshift64: reproducible randomness from a printed seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self, below: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % below
-    }
 }
 
 struct Ports {
@@ -110,15 +99,17 @@ fn connect(addr: &str) -> Client {
 /// Submits every job in batches with idempotency keys, retrying a batch
 /// whose answer was lost to a crash (the keys make the retry harmless).
 /// Returns the acknowledged ids.
-fn submit_all(addr: &str, rng_seed: u64) -> Vec<JobId> {
-    let mut rng = Rng(rng_seed);
+fn submit_all(addr: &str, mut rng: XorShift) -> Vec<JobId> {
     let mut acknowledged = Vec::with_capacity(JOBS);
     let mut client = connect(addr);
     for start in (0..JOBS).step_by(BATCH) {
         let batch: Vec<SubmitRequest> = (start..start + BATCH)
             .map(|i| SubmitRequest {
                 idempotency_key: Some(format!("crash-{i}")),
-                ..SubmitRequest::new("sleep", encode_json(&json!({ "millis": 1 + rng.next(20) })))
+                ..SubmitRequest::new(
+                    "sleep",
+                    encode_json(&json!({ "millis": 1 + rng.below(20) })),
+                )
             })
             .collect();
         let answers = loop {
@@ -157,14 +148,10 @@ fn executions(logs: &[PathBuf]) -> HashMap<String, u32> {
 }
 
 fn stored_jobs(db: &Path) -> HashMap<String, (String, Option<String>)> {
-    let conn = rusqlite::Connection::open(db).expect("open db");
-    let mut stmt = conn
-        .prepare("SELECT id, state, error FROM jobs")
-        .expect("prepare");
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
-        .expect("query");
-    rows.map(|r| r.expect("row")).collect()
+    let sql = "SELECT id, state, error FROM jobs";
+    db::rows(db, sql, |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
+        .into_iter()
+        .collect()
 }
 
 #[test]
@@ -177,12 +164,9 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
         client: free_port(),
         worker: free_port(),
     };
-    let seed = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        | 1;
-    println!("seed {seed}");
-    let mut rng = Rng(seed);
+    // The seed is printed; TASKYARD_CRASH_SEED replays a failing run.
+    let mut rng = XorShift::seeded("crash", "TASKYARD_CRASH_SEED");
+    let submit_rng = rng.clone();
     let mut coordinator = start_coordinator(&db, &ports, &coordinator_log);
     let worker_logs: Vec<PathBuf> = (0..3)
         .map(|i| dir.path().join(format!("worker-{i}.log")))
@@ -196,10 +180,10 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
     let addr = ports.client.to_string();
     let submitter = std::thread::spawn({
         let addr = addr.clone();
-        move || submit_all(&addr, seed)
+        move || submit_all(&addr, submit_rng)
     });
     for _ in 0..KILLS {
-        std::thread::sleep(Duration::from_millis(150 + rng.next(500)));
+        std::thread::sleep(Duration::from_millis(150 + rng.below(500)));
         coordinator.kill().expect("kill -9");
         coordinator.wait().expect("reap");
         coordinator = start_coordinator(&db, &ports, &coordinator_log);

@@ -50,7 +50,7 @@ fn corrupt_database_is_refused_naming_the_file_and_left_untouched() {
 fn database_newer_than_the_binary_is_refused_untouched() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("future.db");
-    let conn = rusqlite::Connection::open(&db).expect("create");
+    let conn = db::open(&db);
     conn.pragma_update(None, "user_version", 1000)
         .expect("version");
     drop(conn);
@@ -64,7 +64,7 @@ fn database_newer_than_the_binary_is_refused_untouched() {
 
 /// Version 1 is the schema before priorities: no `priority`, no `sequence`.
 fn write_version_1_database(db: &std::path::Path) -> Vec<JobId> {
-    let conn = rusqlite::Connection::open(db).expect("create");
+    let conn = db::open(db);
     conn.execute_batch(
         "CREATE TABLE jobs (id TEXT PRIMARY KEY NOT NULL, task_type TEXT NOT NULL,
             payload BLOB NOT NULL, submitted_at INTEGER NOT NULL, state TEXT NOT NULL,
@@ -129,11 +129,10 @@ fn version_1_database_migrates_to_normal_priority_keeping_creation_order() {
     assert_eq!(states, vec![Queued, Queued, Queued, Succeeded]);
     coordinator.stop();
 
-    let conn = rusqlite::Connection::open(&config.db_path).expect("open");
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .expect("version");
-    assert_eq!(version, taskyard::store::schema::SCHEMA_VERSION);
+    assert_eq!(
+        db::schema_version(&config.db_path),
+        taskyard::store::schema::SCHEMA_VERSION
+    );
 }
 
 fn submit_with_key(addr: &str, key: &str) -> String {
@@ -173,16 +172,11 @@ fn idempotency_key_gives_one_job_before_and_after_a_restart() {
 /// The rows of a database, without ids and timestamps that differ between
 /// two runs: (sequence, state, attempts, has lease, worker).
 fn shape(db: &std::path::Path) -> Vec<(i64, String, i64, bool, Option<String>)> {
-    let conn = rusqlite::Connection::open(db).expect("open");
-    let mut stmt = conn
-        .prepare("SELECT sequence, state, attempts, lease IS NOT NULL, worker_id FROM jobs ORDER BY sequence")
-        .expect("prepare");
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })
-        .expect("query");
-    rows.map(|r| r.expect("row")).collect()
+    let sql = "SELECT sequence, state, attempts, lease IS NOT NULL, worker_id FROM jobs \
+               ORDER BY sequence";
+    db::rows(db, sql, |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })
 }
 
 /// Runs the same scenario and ends it with `end`: two sleeps running on a

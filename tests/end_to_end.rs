@@ -23,14 +23,6 @@ fn accepted(answer: SubmitAnswer) -> JobId {
     }
 }
 
-fn count_rows(db: &std::path::Path, state: &str) -> i64 {
-    let conn = rusqlite::Connection::open(db).expect("open db");
-    conn.query_row("SELECT count(*) FROM jobs WHERE state = ?1", [state], |r| {
-        r.get(0)
-    })
-    .expect("count")
-}
-
 #[test]
 fn two_hundred_echo_jobs_from_four_threads_all_succeed_and_are_stored() {
     let mut cluster = Cluster::start(2, 4);
@@ -72,7 +64,7 @@ fn two_hundred_echo_jobs_from_four_threads_all_succeed_and_are_stored() {
 
     let db = cluster.db_path();
     cluster.stop();
-    assert_eq!(count_rows(&db, "SUCCEEDED"), 200);
+    assert_eq!(db::job_count_in(&db, "SUCCEEDED"), 200);
 }
 
 #[test]
@@ -121,11 +113,7 @@ fn invalid_payload_is_rejected_naming_the_field_and_stores_nothing() {
     assert!(client.list(None, 10).expect("list").is_empty());
     let db = cluster.db_path();
     cluster.stop();
-    let conn = rusqlite::Connection::open(db).expect("open");
-    let rows: i64 = conn
-        .query_row("SELECT count(*) FROM jobs", [], |r| r.get(0))
-        .expect("count");
-    assert_eq!(rows, 0);
+    assert_eq!(db::job_count(&db), 0);
 }
 
 /// Reads frames until the coordinator closes the connection; returns the

@@ -9,6 +9,7 @@ mod common;
 use common::jobs::*;
 use common::proxy::Proxy;
 use common::raw_worker::RawWorker;
+use common::rng::XorShift;
 use common::tasks::*;
 use common::*;
 use serde_json::json;
@@ -16,7 +17,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use taskyard::actors::coordinator::Inspect;
 use taskyard::config::{CoordinatorConfig, WorkerConfig};
 use taskyard::protocol::*;
@@ -320,33 +321,6 @@ fn a_partitioned_worker_loses_its_job_then_rejoins_after_heal_with_its_late_resu
 
 // ------------------------------------------------------------ chaos
 
-/// A small deterministic generator; the seed is printed so a failing run
-/// can be replayed with `TASKYARD_CHAOS_SEED`.
-struct XorShift(u64);
-
-impl XorShift {
-    fn seeded() -> XorShift {
-        let seed = std::env::var("TASKYARD_CHAOS_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                let nanos = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(1, |d| d.subsec_nanos());
-                u64::from(nanos) | 1
-            });
-        eprintln!("chaos seed: TASKYARD_CHAOS_SEED={seed}");
-        XorShift(seed)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 const CHAOS_JOBS: usize = 500;
 const CHAOS_WORKERS: usize = 4;
 
@@ -368,7 +342,8 @@ fn under_chaos_every_job_succeeds_with_exactly_one_applied_result() {
     };
     let workers: Vec<WorkerHandle> = (0..CHAOS_WORKERS).map(&start_worker).collect();
     cluster.wait_for_workers(CHAOS_WORKERS);
-    let mut rng = XorShift::seeded();
+    // The seed is printed; TASKYARD_CHAOS_SEED replays a failing run.
+    let mut rng = XorShift::seeded("chaos", "TASKYARD_CHAOS_SEED");
     let mut client = cluster.client();
     // A job loses an attempt each time its worker is stopped under it. One
     // worker in four stops every 200 ms and jobs last at most 50 ms, so
@@ -392,7 +367,7 @@ fn under_chaos_every_job_succeeds_with_exactly_one_applied_result() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let chaos = {
-        let (stop, mut rng) = (stop.clone(), XorShift(rng.0));
+        let (stop, mut rng) = (stop.clone(), rng.clone());
         // A replacement reuses the id of the worker it replaces, like a
         // restarted process: its registration may reach the coordinator
         // before or after the old connection's close, and both orders must

@@ -4,6 +4,9 @@
 //! coordinator must answer or close every case, keep serving a well-behaved
 //! client, and leave its database unchanged.
 
+mod common;
+
+use common::db;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
@@ -142,12 +145,6 @@ async fn feed(
     );
 }
 
-fn job_rows(db: &std::path::Path) -> i64 {
-    let conn = rusqlite::Connection::open(db).expect("open");
-    conn.query_row("SELECT count(*) FROM jobs", [], |r| r.get(0))
-        .expect("count")
-}
-
 #[actix_rt::test]
 async fn ten_thousand_hostile_inputs_leave_the_coordinator_serving_and_the_database_unchanged() {
     let dir = tempfile::tempdir().expect("dir");
@@ -172,7 +169,7 @@ async fn ten_thousand_hostile_inputs_leave_the_coordinator_serving_and_the_datab
         .await
         .expect("join");
     assert!(matches!(baseline, SubmitAnswer::Accepted { .. }));
-    let rows_before = job_rows(&config.db_path);
+    let rows_before = db::job_count(&config.db_path);
 
     let policy = Arc::new(ListenerPolicy {
         role: Role::Client,
@@ -186,11 +183,15 @@ async fn ten_thousand_hostile_inputs_leave_the_coordinator_serving_and_the_datab
     for (i, input) in cases.iter().enumerate() {
         feed(input, &server, &policy, &log).await;
         if i % 2500 == 0 {
-            let rows = job_rows(&config.db_path);
+            let rows = db::job_count(&config.db_path);
             assert_eq!(rows, rows_before, "database changed after case {i}");
         }
     }
-    assert_eq!(job_rows(&config.db_path), rows_before, "database unchanged");
+    assert_eq!(
+        db::job_count(&config.db_path),
+        rows_before,
+        "database unchanged"
+    );
     let after = actix_rt::task::spawn_blocking(well_behaved)
         .await
         .expect("join");

@@ -167,21 +167,14 @@ fn sixty_jobs_from_four_threads_at_five_workers_are_each_assigned_once() {
 
 /// Each stored job as (state, attempts, result), read from the database.
 fn stored_jobs(db: &std::path::Path) -> HashMap<JobId, (String, u32, Option<Vec<u8>>)> {
-    let conn = rusqlite::Connection::open(db).expect("open db");
-    let mut query = conn
-        .prepare("SELECT id, state, attempts, result FROM jobs")
-        .expect("prepare");
-    let rows = query
-        .query_map([], |r| {
-            let id: String = r.get(0)?;
-            Ok((id, (r.get(1)?, r.get(2)?, r.get(3)?)))
-        })
-        .expect("query");
-    rows.map(|row| {
-        let (id, stored) = row.expect("row");
-        (JobId(id.parse().expect("uuid")), stored)
-    })
-    .collect()
+    let sql = "SELECT id, state, attempts, result FROM jobs";
+    let rows = db::rows(db, sql, |r| {
+        let id: String = r.get(0)?;
+        Ok((id, (r.get(1)?, r.get(2)?, r.get(3)?)))
+    });
+    rows.into_iter()
+        .map(|(id, stored)| (JobId(id.parse().expect("uuid")), stored))
+        .collect()
 }
 
 /// Worker `worker-3` is made to hold its next four attempts, then stopped

@@ -32,12 +32,6 @@ fn options(token: Option<&str>) -> ClientOptions {
     }
 }
 
-fn job_rows(db: &Path) -> i64 {
-    let conn = rusqlite::Connection::open(db).expect("open");
-    conn.query_row("SELECT count(*) FROM jobs", [], |r| r.get(0))
-        .expect("count")
-}
-
 #[test]
 fn wrong_missing_and_crossed_tokens_are_refused_and_change_nothing() {
     let cluster = Cluster::start_configured(with_tokens);
@@ -66,7 +60,7 @@ fn wrong_missing_and_crossed_tokens_are_refused_and_change_nothing() {
         client.workers().expect("workers").is_empty(),
         "no worker registered"
     );
-    assert_eq!(job_rows(&cluster.db_path()), 0);
+    assert_eq!(db::job_count(&cluster.db_path()), 0);
 
     let output = Command::new(env!("CARGO_BIN_EXE_taskyard"))
         .args(["--coordinator", &addr, "list"])

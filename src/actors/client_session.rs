@@ -4,20 +4,16 @@
 use crate::actors::coordinator::{ClientCommand, Coordinator};
 use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::ClientAnswer;
+use crate::actors::session_io::{SessionIo, SessionPhase};
 use crate::protocol::{
-    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, FrameCodec, ProtocolError,
+    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, ProtocolError,
 };
-use actix::io::{FramedWrite, WriteHandler};
+use actix::io::WriteHandler;
 use actix::{
-    Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, Context, Handler, Running,
-    StreamHandler, WrapFuture,
+    Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Running, StreamHandler, WrapFuture,
 };
-use slog::{debug, warn, Logger};
+use slog::debug;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_util::codec::FramedRead;
-
-type Writer<W> =
-    FramedWrite<CoordinatorToClient, W, FrameCodec<ClientMessage, CoordinatorToClient>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -26,15 +22,17 @@ enum Phase {
     Closing,
 }
 
+impl SessionPhase for Phase {
+    const AWAITING_HELLO: Phase = Phase::AwaitingHello;
+    const CLOSING: Phase = Phase::Closing;
+}
+
 /// See the module documentation.
 pub struct ClientSession<W: AsyncWrite + Unpin + 'static> {
     coordinator: Addr<Coordinator>,
-    writer: Writer<W>,
-    phase: Phase,
+    io: SessionIo<Phase, ClientMessage, CoordinatorToClient, W>,
     /// Requests forwarded whose answers have not been written yet.
     in_flight: usize,
-    conn: SessionContext,
-    log: Logger,
 }
 
 impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
@@ -45,42 +43,22 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
         coordinator: Addr<Coordinator>,
         conn: SessionContext,
     ) -> Addr<Self> {
-        let max_frame_bytes = conn.policy.max_frame_bytes;
         ClientSession::create(|ctx| {
-            ctx.add_stream(FramedRead::new(
-                read,
-                FrameCodec::<ClientMessage, CoordinatorToClient>::new(max_frame_bytes),
-            ));
+            let log = conn.log.clone();
             ClientSession {
                 coordinator,
-                writer: FramedWrite::new(write, FrameCodec::new(max_frame_bytes), ctx),
-                phase: Phase::AwaitingHello,
+                io: SessionIo::open(read, write, conn, log, ctx),
                 in_flight: 0,
-                log: conn.log.clone(),
-                conn,
             }
         })
     }
 
-    fn write(&mut self, frame: CoordinatorToClient) {
-        // Encoding errors reach WriteHandler::error, which ends the session.
-        self.writer.write(frame);
-    }
-
-    /// Sends an error frame, then closes once it is flushed.
-    fn close_with_error(&mut self, message: String) {
-        warn!(self.log, "closing client connection"; "reason" => &message);
-        self.write(CoordinatorToClient::Error { message });
-        self.phase = Phase::Closing;
-        self.writer.close();
-    }
-
     fn forward(&mut self, request_id: u64, request: ClientRequest, ctx: &mut Context<Self>) {
-        debug!(self.log, "client request"; "request_id" => request_id);
-        let limit = self.conn.policy.max_in_flight;
+        debug!(self.io.log(), "client request"; "request_id" => request_id);
+        let limit = self.io.policy().max_in_flight;
         if self.in_flight >= limit {
             let reason = format!("max-in-flight-requests ({limit}) reached on this connection");
-            self.write(CoordinatorToClient::Response {
+            self.io.write(CoordinatorToClient::Response {
                 request_id,
                 response: ClientResponse::Overloaded { reason },
             });
@@ -100,7 +78,8 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
             .into_actor(self)
             .map(|result, act, _| {
                 if result.is_err() {
-                    act.close_with_error("coordinator is shutting down".into());
+                    act.io
+                        .close_with_error("coordinator is shutting down".into());
                 }
             });
         ctx.wait(sent);
@@ -111,11 +90,7 @@ impl<W: AsyncWrite + Unpin + 'static> Actor for ClientSession<W> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.run_later(self.conn.policy.handshake_timeout, |act, _| {
-            if act.phase == Phase::AwaitingHello {
-                act.close_with_error(act.conn.handshake_expired());
-            }
-        });
+        self.io.arm_handshake_timer(ctx, |act| &mut act.io);
     }
 }
 
@@ -123,16 +98,17 @@ impl<W: AsyncWrite + Unpin + 'static> StreamHandler<Result<ClientMessage, Protoc
     for ClientSession<W>
 {
     fn handle(&mut self, item: Result<ClientMessage, ProtocolError>, ctx: &mut Context<Self>) {
-        match (self.phase, item) {
+        match (self.io.phase(), item) {
             (Phase::Closing, _) => {}
-            (_, Err(e)) => self.close_with_error(e.to_string()),
+            (_, Err(e)) => self.io.close_with_error(e.to_string()),
             (Phase::AwaitingHello, Ok(ClientMessage::Hello(h))) => {
-                match self.conn.policy.check_hello(&h) {
+                match self.io.policy().check_hello(&h) {
                     Ok(()) => {
-                        self.write(CoordinatorToClient::Hello(self.conn.policy.hello()));
-                        self.phase = Phase::Ready;
+                        let hello = self.io.policy().hello();
+                        self.io.write(CoordinatorToClient::Hello(hello));
+                        self.io.set_phase(Phase::Ready);
                     }
-                    Err(message) => self.close_with_error(message),
+                    Err(message) => self.io.close_with_error(message),
                 }
             }
             (
@@ -142,23 +118,20 @@ impl<W: AsyncWrite + Unpin + 'static> StreamHandler<Result<ClientMessage, Protoc
                     request,
                 }),
             ) => self.forward(request_id, request, ctx),
-            (_, Ok(_)) => self.close_with_error(
+            (_, Ok(_)) => self.io.close_with_error(
                 "unexpected frame: a client sends Hello first, then Requests".into(),
             ),
         }
     }
 
     fn finished(&mut self, ctx: &mut Context<Self>) {
-        if self.phase != Phase::Closing {
-            ctx.stop();
-        }
+        self.io.input_ended(ctx);
     }
 }
 
 impl<W: AsyncWrite + Unpin + 'static> WriteHandler<ProtocolError> for ClientSession<W> {
     fn error(&mut self, err: ProtocolError, _: &mut Context<Self>) -> Running {
-        warn!(self.log, "client connection write failed"; "error" => %err);
-        Running::Stop
+        self.io.write_failed(&err)
     }
 }
 
@@ -167,8 +140,8 @@ impl<W: AsyncWrite + Unpin + 'static> Handler<ClientAnswer> for ClientSession<W>
 
     fn handle(&mut self, m: ClientAnswer, _: &mut Context<Self>) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        if self.phase != Phase::Closing {
-            self.write(CoordinatorToClient::Response {
+        if !self.io.is_closing() {
+            self.io.write(CoordinatorToClient::Response {
                 request_id: m.request_id,
                 response: m.response,
             });

@@ -8,6 +8,7 @@ pub mod listener;
 pub mod outbox;
 pub mod persistence;
 pub mod server;
+pub mod session_io;
 pub mod sweeper;
 pub mod worker_session;
 

@@ -2,11 +2,13 @@
 //! thread (a one-thread `SyncArbiter`), so no coordinator handler ever
 //! waits on disk.
 
+use crate::actors::server::PERSISTENCE_THREAD;
 use crate::scheduler::Job;
 use crate::store::{JobStore, StoreError};
 use actix::dev::ToEnvelope;
-use actix::{Actor, Addr, Handler, Message, Recipient, SyncContext};
+use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
 use slog::{debug, Logger};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// Coordinator → persistence: write these rows of the next batch into the
@@ -67,6 +69,24 @@ impl Persistence {
             log,
         }
     }
+
+    /// Starts the one `Persistence` on its own thread, named
+    /// `PERSISTENCE_THREAD` so benchmarks can find its CPU time in /proc.
+    /// `store` moves into that actor; nothing else ever touches it.
+    pub fn start(store: JobStore, log: Logger) -> Addr<Persistence> {
+        // A SyncArbiter builds its actor with a factory; with one thread it
+        // is called once, and the store moves into that one actor.
+        let store = Mutex::new(Some(store));
+        let named = || std::thread::Builder::new().name(PERSISTENCE_THREAD.into());
+        SyncArbiter::start_with_thread_builder(1, named, move || {
+            let store = store
+                .lock()
+                .ok()
+                .and_then(|mut s| s.take())
+                .expect("the persistence arbiter has exactly one thread");
+            Persistence::new(store, log.clone())
+        })
+    }
 }
 
 impl Actor for Persistence {
@@ -104,23 +124,14 @@ mod tests {
     use crate::config::Synchronous;
     use crate::protocol::JobState;
     use crate::store::tests::job;
-    use actix::SyncArbiter;
 
     #[actix_rt::test]
     async fn a_batch_whose_staging_failed_is_not_committed_and_the_next_one_is() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("t.db");
         let store = JobStore::open(&path, Synchronous::Full).expect("open");
-        let store = std::sync::Mutex::new(Some(store));
         let log = Logger::root(slog::Discard, slog::o!());
-        let persistence = SyncArbiter::start(1, move || {
-            let store = store
-                .lock()
-                .ok()
-                .and_then(|mut s| s.take())
-                .expect("one thread");
-            Persistence::new(store, log.clone())
-        });
+        let persistence = Persistence::start(store, log);
         let first = job(1, JobState::Queued);
         let mut clash = job(2, JobState::Queued);
         clash.idempotency_key = first.idempotency_key.clone();

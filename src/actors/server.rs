@@ -5,7 +5,7 @@
 use crate::actors::client_session::ClientSession;
 use crate::actors::coordinator::{Coordinator, Shutdown, NOT_DURABLE_EXIT_CODE};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
-use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, Slots};
+use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
 use crate::actors::worker_session::WorkerSession;
@@ -15,10 +15,10 @@ use crate::protocol::Role;
 use crate::scheduler::{CoordinatorState, Policy, RecoverySummary};
 use crate::security::tls;
 use crate::store::{JobStore, StoreError};
-use actix::{Actor, Addr, SyncArbiter};
+use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -83,7 +83,7 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
-        let persistence = start_persistence(store, log.clone());
+        let persistence = Persistence::start(store, log.clone());
         let coordinator = Coordinator::new(
             state,
             clock.clone(),
@@ -183,22 +183,6 @@ fn preallocate_wal(store: &JobStore, log: &Logger) {
     }
 }
 
-fn start_persistence(store: JobStore, log: Logger) -> Addr<Persistence> {
-    // A SyncArbiter builds its actor with a factory; with one thread it is
-    // called once, and the store moves into that one actor.
-    let store = Mutex::new(Some(store));
-    // Named so benchmarks can find its CPU time in /proc.
-    let named = || std::thread::Builder::new().name(PERSISTENCE_THREAD.into());
-    SyncArbiter::start_with_thread_builder(1, named, move || {
-        let store = store
-            .lock()
-            .ok()
-            .and_then(|mut s| s.take())
-            .expect("the persistence arbiter has exactly one thread");
-        Persistence::new(store, log.clone())
-    })
-}
-
 /// Both listeners' rules, from the config. Reads token and TLS files, so
 /// failures name the key and file.
 struct Listeners {
@@ -243,6 +227,7 @@ impl Listeners {
         }
     }
 
+    /// Spawns both accept loops: workers first, then clients.
     fn spawn(
         self,
         clients: TcpListener,
@@ -250,34 +235,44 @@ impl Listeners {
         coordinator: &Addr<Coordinator>,
         log: &Logger,
     ) {
-        let (c, l) = (
-            coordinator.clone(),
-            log.new(slog::o!("listener" => "worker")),
-        );
-        let policy = Arc::new(self.worker.clone());
-        let setup = self.setup("worker", &policy);
-        actix_rt::spawn(accept_loop(
+        self.spawn_accept_loop(
+            &self.worker,
             workers,
-            setup,
-            l.clone(),
-            move |a: Accepted| {
-                let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &l);
-                WorkerSession::start(a.read, a.write, c.clone(), conn);
-            },
-        ));
-        let (c, l) = (
-            coordinator.clone(),
-            log.new(slog::o!("listener" => "client")),
+            coordinator,
+            log,
+            WorkerSession::start,
         );
-        let policy = Arc::new(self.client.clone());
-        let setup = self.setup("client", &policy);
-        actix_rt::spawn(accept_loop(
+        self.spawn_accept_loop(
+            &self.client,
             clients,
+            coordinator,
+            log,
+            ClientSession::start,
+        );
+    }
+
+    /// Spawns the accept loop of the listener for `policy.role`: each
+    /// connection it accepts gets a session from `start_session`, held to
+    /// `policy`, and logs carry the listener's name.
+    fn spawn_accept_loop<Session: 'static>(
+        &self,
+        policy: &ListenerPolicy,
+        listener: TcpListener,
+        coordinator: &Addr<Coordinator>,
+        log: &Logger,
+        start_session: fn(ReadHalf, WriteHalf, Addr<Coordinator>, SessionContext) -> Session,
+    ) {
+        let name = policy.role.name();
+        let (coordinator, log) = (coordinator.clone(), log.new(slog::o!("listener" => name)));
+        let policy = Arc::new(policy.clone());
+        let setup = self.setup(name, &policy);
+        actix_rt::spawn(accept_loop(
+            listener,
             setup,
-            l.clone(),
+            log.clone(),
             move |a: Accepted| {
-                let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &l);
-                ClientSession::start(a.read, a.write, c.clone(), conn);
+                let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &log);
+                start_session(a.read, a.write, coordinator.clone(), conn);
             },
         ));
     }

@@ -8,14 +8,14 @@ use crate::actors::coordinator::{
 };
 use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::SendToWorker;
-use crate::protocol::{CoordinatorToWorker, FrameCodec, ProtocolError, WorkerId, WorkerMessage};
+use crate::actors::session_io::{SessionIo, SessionPhase};
+use crate::protocol::{CoordinatorToWorker, ProtocolError, WorkerId, WorkerMessage};
 use crate::scheduler::SessionId;
-use actix::io::{FramedWrite, WriteHandler};
-use actix::{Actor, ActorContext, Addr, AsyncContext, Context, Handler, Running, StreamHandler};
-use slog::{debug, info, warn, Logger};
+use actix::io::WriteHandler;
+use actix::{Actor, Addr, AsyncContext, Context, Handler, Running, StreamHandler};
+use slog::{debug, info};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_util::codec::FramedRead;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -23,9 +23,6 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 pub fn next_session_id() -> SessionId {
     SessionId(NEXT_SESSION.fetch_add(1, Ordering::Relaxed))
 }
-
-type Writer<W> =
-    FramedWrite<CoordinatorToWorker, W, FrameCodec<WorkerMessage, CoordinatorToWorker>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -35,17 +32,19 @@ enum Phase {
     Closing,
 }
 
+impl SessionPhase for Phase {
+    const AWAITING_HELLO: Phase = Phase::AwaitingHello;
+    const CLOSING: Phase = Phase::Closing;
+}
+
 /// See the module documentation.
 pub struct WorkerSession<W: AsyncWrite + Unpin + 'static> {
     id: SessionId,
     coordinator: Addr<Coordinator>,
-    writer: Writer<W>,
-    phase: Phase,
+    io: SessionIo<Phase, WorkerMessage, CoordinatorToWorker, W>,
     /// Set at registration and kept while closing, so the disconnect is
     /// always reported for a registered worker.
     worker_id: Option<WorkerId>,
-    conn: SessionContext,
-    log: Logger,
 }
 
 impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
@@ -56,52 +55,32 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         coordinator: Addr<Coordinator>,
         conn: SessionContext,
     ) -> Addr<Self> {
-        let max_frame_bytes = conn.policy.max_frame_bytes;
         WorkerSession::create(|ctx| {
-            ctx.add_stream(FramedRead::new(
-                read,
-                FrameCodec::<WorkerMessage, CoordinatorToWorker>::new(max_frame_bytes),
-            ));
             let id = next_session_id();
+            let log = conn.log.new(slog::o!("session" => id.0));
             WorkerSession {
                 id,
                 coordinator,
-                writer: FramedWrite::new(write, FrameCodec::new(max_frame_bytes), ctx),
-                phase: Phase::AwaitingHello,
+                io: SessionIo::open(read, write, conn, log, ctx),
                 worker_id: None,
-                log: conn.log.new(slog::o!("session" => id.0)),
-                conn,
             }
         })
     }
 
-    /// Sends an error frame, then closes; `WriteHandler::finished` stops the
-    /// actor once the frame is flushed.
-    fn close_with_error(&mut self, message: String) {
-        warn!(self.log, "closing worker connection"; "reason" => &message);
-        self.write(CoordinatorToWorker::Error { message });
-        self.phase = Phase::Closing;
-        self.writer.close();
-    }
-
-    fn write(&mut self, frame: CoordinatorToWorker) {
-        // Encoding errors reach WriteHandler::error, which ends the session.
-        self.writer.write(frame);
-    }
-
     fn on_frame(&mut self, frame: WorkerMessage, ctx: &mut Context<Self>) {
-        let registered = match (&self.worker_id, self.phase) {
+        let registered = match (&self.worker_id, self.io.phase()) {
             (Some(id), Phase::Registered) => Some(id.clone()),
             _ => None,
         };
-        match (self.phase, registered, frame) {
+        match (self.io.phase(), registered, frame) {
             (Phase::AwaitingHello, _, WorkerMessage::Hello(h)) => {
-                match self.conn.policy.check_hello(&h) {
+                match self.io.policy().check_hello(&h) {
                     Ok(()) => {
-                        self.write(CoordinatorToWorker::Hello(self.conn.policy.hello()));
-                        self.phase = Phase::AwaitingRegister;
+                        let hello = self.io.policy().hello();
+                        self.io.write(CoordinatorToWorker::Hello(hello));
+                        self.io.set_phase(Phase::AwaitingRegister);
                     }
-                    Err(message) => self.close_with_error(message),
+                    Err(message) => self.io.close_with_error(message),
                 }
             }
             (
@@ -129,7 +108,7 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                     outcome,
                 },
             ) => {
-                debug!(self.log, "task result"; "job" => %job_id, "lease" => %lease);
+                debug!(self.io.log(), "task result"; "job" => %job_id, "lease" => %lease);
                 // do_send: a result must not be dropped; it is small and rate-bound by assignments.
                 self.coordinator.do_send(WorkerTaskResult {
                     session: self.id,
@@ -166,7 +145,7 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                 });
             }
             (Phase::Closing, _, _) => {}
-            (_, _, other) => self.close_with_error(format!(
+            (_, _, other) => self.io.close_with_error(format!(
                 "unexpected {} frame at this point of the worker protocol",
                 frame_name(&other)
             )),
@@ -192,10 +171,12 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                 })
             });
         if let Some(reason) = invalid {
-            return self.close_with_error(format!("registration refused: {reason}"));
+            return self
+                .io
+                .close_with_error(format!("registration refused: {reason}"));
         }
-        info!(self.log, "worker connected"; "worker" => %worker_id);
-        self.phase = Phase::Registered;
+        info!(self.io.log(), "worker connected"; "worker" => %worker_id);
+        self.io.set_phase(Phase::Registered);
         self.worker_id = Some(worker_id.clone());
         self.coordinator.do_send(RegisterWorker {
             session: self.id,
@@ -237,11 +218,7 @@ impl<W: AsyncWrite + Unpin + 'static> Actor for WorkerSession<W> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.run_later(self.conn.policy.handshake_timeout, |act, _| {
-            if act.phase == Phase::AwaitingHello {
-                act.close_with_error(act.conn.handshake_expired());
-            }
-        });
+        self.io.arm_handshake_timer(ctx, |act| &mut act.io);
     }
 
     fn stopping(&mut self, _: &mut Context<Self>) -> Running {
@@ -262,23 +239,19 @@ impl<W: AsyncWrite + Unpin + 'static> StreamHandler<Result<WorkerMessage, Protoc
     fn handle(&mut self, item: Result<WorkerMessage, ProtocolError>, ctx: &mut Context<Self>) {
         match item {
             Ok(frame) => self.on_frame(frame, ctx),
-            Err(_) if self.phase == Phase::Closing => {}
-            Err(e) => self.close_with_error(e.to_string()),
+            Err(_) if self.io.is_closing() => {}
+            Err(e) => self.io.close_with_error(e.to_string()),
         }
     }
 
     fn finished(&mut self, ctx: &mut Context<Self>) {
-        // The peer closed its side; a pending error frame still gets flushed.
-        if self.phase != Phase::Closing {
-            ctx.stop();
-        }
+        self.io.input_ended(ctx);
     }
 }
 
 impl<W: AsyncWrite + Unpin + 'static> WriteHandler<ProtocolError> for WorkerSession<W> {
     fn error(&mut self, err: ProtocolError, _: &mut Context<Self>) -> Running {
-        warn!(self.log, "worker connection write failed"; "error" => %err);
-        Running::Stop
+        self.io.write_failed(&err)
     }
 }
 
@@ -286,16 +259,15 @@ impl<W: AsyncWrite + Unpin + 'static> Handler<SendToWorker> for WorkerSession<W>
     type Result = ();
 
     fn handle(&mut self, m: SendToWorker, _: &mut Context<Self>) {
-        if self.phase == Phase::Closing {
+        if self.io.is_closing() {
             return;
         }
         match (m.frame, m.then_close) {
-            (CoordinatorToWorker::Error { message }, true) => self.close_with_error(message),
+            (CoordinatorToWorker::Error { message }, true) => self.io.close_with_error(message),
             (frame, then_close) => {
-                self.write(frame);
+                self.io.write(frame);
                 if then_close {
-                    self.phase = Phase::Closing;
-                    self.writer.close();
+                    self.io.close();
                 }
             }
         }

@@ -3,8 +3,8 @@
 //! keeps the coordinator busy without a round trip per request.
 
 use crate::client::connection::Connection;
-use crate::client::{connect_handshaken, ClientError, ClientOptions};
-use crate::protocol::{ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient};
+use crate::client::{connect_handshaken, response_to, ClientError, ClientOptions};
+use crate::protocol::{ClientMessage, ClientRequest, ClientResponse};
 use std::collections::VecDeque;
 
 /// One connection with up to `window` requests in flight.
@@ -52,20 +52,9 @@ impl Pipeline {
         let expected = self.in_flight.pop_front().ok_or_else(|| {
             ClientError::UnexpectedResponse("receive with nothing in flight".into())
         })?;
-        match self.connection.receive()? {
-            CoordinatorToClient::Response {
-                request_id,
-                response,
-            } if request_id == expected => Ok(response),
-            CoordinatorToClient::Response { request_id, .. } => {
-                Err(ClientError::UnexpectedResponse(format!(
-                    "answer to request {request_id} while the oldest in flight is {expected}"
-                )))
-            }
-            CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
-            CoordinatorToClient::Hello(_) => Err(ClientError::UnexpectedResponse(
-                "a second Hello".to_string(),
-            )),
-        }
+        let frame = self.connection.receive()?;
+        response_to(expected, frame, |got| {
+            format!("answer to request {got} while the oldest in flight is {expected}")
+        })
     }
 }

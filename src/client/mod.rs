@@ -240,24 +240,11 @@ impl Client {
             request_id: id,
             request,
         })?;
-        match self.connection.receive()? {
-            CoordinatorToClient::Response {
-                request_id,
-                response: ClientResponse::Overloaded { reason },
-            } if request_id == id => Err(ClientError::Overloaded(reason)),
-            CoordinatorToClient::Response {
-                request_id,
-                response,
-            } if request_id == id => Ok(response),
-            CoordinatorToClient::Response { request_id, .. } => {
-                Err(ClientError::UnexpectedResponse(format!(
-                    "answer to request {request_id} while waiting for {id}"
-                )))
-            }
-            CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
-            CoordinatorToClient::Hello(_) => Err(ClientError::UnexpectedResponse(
-                "a second Hello".to_string(),
-            )),
+        let frame = self.connection.receive()?;
+        let other = |got| format!("answer to request {got} while waiting for {id}");
+        match response_to(id, frame, other)? {
+            ClientResponse::Overloaded { reason } => Err(ClientError::Overloaded(reason)),
+            response => Ok(response),
         }
     }
 }
@@ -316,6 +303,29 @@ pub(crate) fn connect_handshaken(
         CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
         CoordinatorToClient::Response { request_id, .. } => Err(ClientError::UnexpectedResponse(
             format!("response {request_id} before Hello"),
+        )),
+    }
+}
+
+/// The response `frame` carries if it answers request `expected`. Any other
+/// frame is an error: an answer to another request (`other` words it from
+/// that request's id), the coordinator's `Error` frame, or a second `Hello`.
+pub(crate) fn response_to(
+    expected: u64,
+    frame: CoordinatorToClient,
+    other: impl FnOnce(u64) -> String,
+) -> Result<ClientResponse, ClientError> {
+    match frame {
+        CoordinatorToClient::Response {
+            request_id,
+            response,
+        } if request_id == expected => Ok(response),
+        CoordinatorToClient::Response { request_id, .. } => {
+            Err(ClientError::UnexpectedResponse(other(request_id)))
+        }
+        CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
+        CoordinatorToClient::Hello(_) => Err(ClientError::UnexpectedResponse(
+            "a second Hello".to_string(),
         )),
     }
 }

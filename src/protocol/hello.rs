@@ -18,12 +18,19 @@ pub enum Role {
     Client,
 }
 
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Role {
+    /// The lowercase name used on the wire, in log lines and error texts.
+    pub fn name(self) -> &'static str {
+        match self {
             Role::Worker => "worker",
             Role::Client => "client",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

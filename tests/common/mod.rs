@@ -3,11 +3,13 @@
 
 #![allow(dead_code)]
 
+pub mod db;
 pub mod http;
 pub mod jobs;
 pub mod processes;
 pub mod proxy;
 pub mod raw_worker;
+pub mod rng;
 pub mod tasks;
 
 use std::net::SocketAddr;

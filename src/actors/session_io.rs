@@ -1,0 +1,181 @@
+//! The connection plumbing both sessions share: the framed reader and
+//! writer, the phase that stops a closing session from reading or writing
+//! more, the handshake timer and the clean close. A session's own file keeps
+//! only its protocol: which frame is allowed in which phase and where it goes.
+//!
+//! Closing is always the same three steps: write the error frame (if any),
+//! mark the session closing, then `close()` the `FramedWrite`. Actix flushes
+//! what is buffered before it calls `WriteHandler::finished`, which stops the
+//! actor, so the peer always receives the error frame that explains the close.
+
+use crate::actors::handshake::{ListenerPolicy, SessionContext};
+use crate::protocol::{CoordinatorToClient, CoordinatorToWorker, FrameCodec, ProtocolError, Role};
+use actix::io::{FramedWrite, WriteHandler};
+use actix::{Actor, ActorContext, AsyncContext, Context, Running, StreamHandler};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use slog::{warn, Logger};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::codec::FramedRead;
+
+/// A session's phases, as far as the shared plumbing needs to know them.
+pub trait SessionPhase: Copy + PartialEq + 'static {
+    /// Where every session starts; the handshake timer closes a session
+    /// that is still here when it fires.
+    const AWAITING_HELLO: Self;
+    /// Entered by [`SessionIo::close`] and never left: nothing more is
+    /// forwarded, and the actor stops once the writer is flushed.
+    const CLOSING: Self;
+}
+
+/// What the coordinator sends on one kind of connection.
+pub trait SessionFrame: Serialize + 'static {
+    /// The peer on the other end, named in log lines.
+    const PEER: Role;
+    /// The frame that tells the peer why its connection is being closed.
+    fn error(message: String) -> Self;
+}
+
+impl SessionFrame for CoordinatorToClient {
+    const PEER: Role = Role::Client;
+
+    fn error(message: String) -> Self {
+        CoordinatorToClient::Error { message }
+    }
+}
+
+impl SessionFrame for CoordinatorToWorker {
+    const PEER: Role = Role::Worker;
+
+    fn error(message: String) -> Self {
+        CoordinatorToWorker::Error { message }
+    }
+}
+
+/// One connection of a session: it reads `In` frames, writes `Out` frames
+/// to `W`, and is in phase `P`. Owns the connection's `SessionContext`, so
+/// the listener's slot is held exactly as long as the session.
+pub struct SessionIo<P, In, Out, W>
+where
+    Out: SessionFrame,
+    W: AsyncWrite + Unpin + 'static,
+{
+    writer: FramedWrite<Out, W, FrameCodec<In, Out>>,
+    phase: P,
+    conn: SessionContext,
+    log: Logger,
+}
+
+impl<P, In, Out, W> SessionIo<P, In, Out, W>
+where
+    P: SessionPhase,
+    In: DeserializeOwned + 'static,
+    Out: SessionFrame,
+    W: AsyncWrite + Unpin + 'static,
+{
+    /// Feeds the frames read from `read` to the actor's `StreamHandler` and
+    /// writes to `write`, both bounded by the listener's `max_frame_bytes`.
+    /// The session starts in `P::AWAITING_HELLO` and logs to `log`.
+    pub fn open<A, R>(
+        read: R,
+        write: W,
+        conn: SessionContext,
+        log: Logger,
+        ctx: &mut Context<A>,
+    ) -> Self
+    where
+        A: Actor<Context = Context<A>>
+            + StreamHandler<Result<In, ProtocolError>>
+            + WriteHandler<ProtocolError>,
+        R: AsyncRead + Unpin + 'static,
+    {
+        let max_frame_bytes = conn.policy.max_frame_bytes;
+        ctx.add_stream(FramedRead::new(
+            read,
+            FrameCodec::<In, Out>::new(max_frame_bytes),
+        ));
+        SessionIo {
+            writer: FramedWrite::new(write, FrameCodec::new(max_frame_bytes), ctx),
+            phase: P::AWAITING_HELLO,
+            conn,
+            log,
+        }
+    }
+
+    /// The rules of the listener this connection came in on.
+    pub fn policy(&self) -> &ListenerPolicy {
+        &self.conn.policy
+    }
+
+    pub fn log(&self) -> &Logger {
+        &self.log
+    }
+
+    pub fn phase(&self) -> P {
+        self.phase
+    }
+
+    /// Moves the session to `phase`, unless it is closing: closing is final.
+    pub fn set_phase(&mut self, phase: P) {
+        if self.phase != P::CLOSING {
+            self.phase = phase;
+        }
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.phase == P::CLOSING
+    }
+
+    /// Queues `frame`. An encoding error reaches `WriteHandler::error`,
+    /// which ends the session.
+    pub fn write(&mut self, frame: Out) {
+        self.writer.write(frame);
+    }
+
+    /// Marks the session closing and closes the writer once what is queued
+    /// is flushed; `WriteHandler::finished` then stops the actor.
+    pub fn close(&mut self) {
+        self.phase = P::CLOSING;
+        self.writer.close();
+    }
+
+    /// Sends an error frame saying why, then closes as [`SessionIo::close`].
+    pub fn close_with_error(&mut self, message: String) {
+        warn!(self.log, "closing {} connection", Out::PEER; "reason" => &message);
+        self.write(Out::error(message));
+        self.close();
+    }
+
+    /// Arms the handshake timer: a session still awaiting its `Hello` after
+    /// the listener's handshake timeout is closed with an error frame.
+    /// `io` finds this `SessionIo` in the actor. Call from `Actor::started`.
+    pub fn arm_handshake_timer<A>(&self, ctx: &mut Context<A>, io: fn(&mut A) -> &mut Self)
+    where
+        A: Actor<Context = Context<A>>,
+    {
+        ctx.run_later(self.conn.policy.handshake_timeout, move |act, _| {
+            let io = io(act);
+            if io.phase == P::AWAITING_HELLO {
+                io.close_with_error(io.conn.handshake_expired());
+            }
+        });
+    }
+
+    /// For `StreamHandler::finished`: the peer closed its side. A closing
+    /// session keeps running until its error frame is flushed; any other
+    /// stops now.
+    pub fn input_ended<A>(&self, ctx: &mut Context<A>)
+    where
+        A: Actor<Context = Context<A>>,
+    {
+        if self.phase != P::CLOSING {
+            ctx.stop();
+        }
+    }
+
+    /// For `WriteHandler::error`: logs the failure and stops the session.
+    pub fn write_failed(&self, err: &ProtocolError) -> Running {
+        warn!(self.log, "{} connection write failed", Out::PEER; "error" => %err);
+        Running::Stop
+    }
+}
