@@ -9,7 +9,7 @@ use common::rng::XorShift;
 use common::{db, wait_until};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,13 +21,6 @@ const JOBS: usize = 2000;
 const BATCH: usize = 50;
 const KILLS: usize = 3;
 const MAX_ATTEMPTS: u32 = 3;
-
-/// A loopback port that was free a moment ago; reused across restarts so
-/// workers and clients find the coordinator again.
-fn free_port() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr")
-}
 
 struct Ports {
     client: SocketAddr,
@@ -161,8 +154,8 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
     let db = dir.path().join("crash.db");
     let coordinator_log = dir.path().join("coordinator.log");
     let ports = Ports {
-        client: free_port(),
-        worker: free_port(),
+        client: common::free_port(),
+        worker: common::free_port(),
     };
     // The seed is printed; TASKYARD_CRASH_SEED replays a failing run.
     let mut rng = XorShift::seeded("crash", "TASKYARD_CRASH_SEED");

@@ -9,7 +9,6 @@ mod common;
 use common::http::Http;
 use common::*;
 use rusqlite::Connection;
-use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +17,7 @@ use taskyard::protocol::SubmitAnswer;
 
 /// Takes SQLite's write lock on `db` until the connection is dropped.
 fn lock_writes(db: &Path) -> Connection {
-    let conn = Connection::open(db).expect("second connection");
+    let conn = common::db::open(db);
     conn.execute_batch("BEGIN EXCLUSIVE").expect("write lock");
     conn
 }
@@ -84,11 +83,6 @@ fn a_locked_database_holds_answers_makes_readyz_say_why_and_recovers_when_releas
     assert_eq!(coordinator.stop(), taskyard::actors::StopOutcome::Durable);
 }
 
-fn free_port() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr")
-}
-
 #[test]
 fn sigterm_while_commits_fail_exits_1_within_the_shutdown_timeout_and_stores_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -134,9 +128,9 @@ fn sigterm_while_commits_fail_exits_1_within_the_shutdown_timeout_and_stores_not
     );
 
     drop(lock);
-    let jobs: i64 = Connection::open(&db)
-        .expect("open")
-        .query_row("SELECT count(*) FROM jobs", [], |r| r.get(0))
-        .expect("count");
-    assert_eq!(jobs, 0, "nothing of the refused commit is stored");
+    assert_eq!(
+        db::job_count(&db),
+        0,
+        "nothing of the refused commit is stored"
+    );
 }

@@ -157,3 +157,10 @@ pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> 
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A loopback port that was free a moment ago, for a process that must be
+/// told its address up front (and keep it across restarts).
+pub fn free_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr")
+}
