@@ -6,9 +6,10 @@ use crate::protocol::{
     Attempt, AttemptOutcome, CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId,
 };
 use crate::scheduler::job::{Job, Progress};
-use crate::scheduler::state::{CoordinatorState, Effect};
+use crate::scheduler::state::{CoordinatorState, Effect, TransitionRefused};
 use crate::scheduler::workers::SessionId;
 use slog::{debug, info, warn};
+use std::collections::BTreeSet;
 
 /// Error text of a job whose final attempt was interrupted by a restart.
 pub const RESTARTED_DURING_FINAL_ATTEMPT: &str = "restarted during final attempt";
@@ -51,7 +52,9 @@ impl CoordinatorState {
                 reason: "replaced by a newer connection".into(),
             };
             for job in old.running {
-                self.fail_attempt(job, lost.clone(), now);
+                if let Err(refused) = self.fail_attempt(job, lost.clone(), now) {
+                    self.log_refused("worker replaced", &refused);
+                }
             }
         }
         info!(self.log, "worker registered"; "worker" => %worker, "capacity" => capacity);
@@ -88,11 +91,15 @@ impl CoordinatorState {
             reason: reason.to_string(),
         };
         for job in entry.running {
-            self.fail_attempt(job, lost.clone(), now);
+            if let Err(refused) = self.fail_attempt(job, lost.clone(), now) {
+                self.log_refused("worker lost", &refused);
+            }
         }
     }
 
     /// Applies a task result if it belongs to the job's current attempt.
+    /// The worker's slot is released only once the job has left RUNNING; a
+    /// refused move (a bug, logged) leaves job and slot as they were.
     pub fn task_result(
         &mut self,
         worker: &WorkerId,
@@ -118,15 +125,14 @@ impl CoordinatorState {
                   "worker" => %worker, "reason" => &reason);
             return Err(StaleResult { reason });
         };
-        self.workers.finish_job(&owner, job_id);
-        match outcome {
+        let ended = match outcome {
             TaskOutcome::Succeeded(result) if result.len() > self.policy.max_result_bytes => {
                 let error = format!(
                     "result of {} bytes exceeds max-result-bytes ({})",
                     result.len(),
                     self.policy.max_result_bytes
                 );
-                self.end_attempt_failed(job_id, AttemptOutcome::Failed { error }, false, now);
+                self.end_attempt_failed(job_id, AttemptOutcome::Failed { error }, false, now)
             }
             TaskOutcome::Succeeded(result) => {
                 debug!(self.log, "job succeeded"; "job" => %job_id, "worker" => %owner);
@@ -135,12 +141,16 @@ impl CoordinatorState {
                     job.result = Some(result.into());
                     job.error = None;
                     job.lease = None;
-                });
+                })
             }
             TaskOutcome::Failed { error, retryable } => {
                 let outcome = AttemptOutcome::Failed { error };
-                self.end_attempt_failed(job_id, outcome, retryable, now);
+                self.end_attempt_failed(job_id, outcome, retryable, now)
             }
+        };
+        match ended {
+            Ok(()) => self.workers.finish_job(&owner, job_id),
+            Err(refused) => self.log_refused("task result", &refused),
         }
         Ok(())
     }
@@ -156,23 +166,29 @@ impl CoordinatorState {
 
     /// Ends the current attempt of a RUNNING job unsuccessfully and retries
     /// it while its budget lasts. See `end_attempt_failed`.
-    pub(super) fn fail_attempt(&mut self, job_id: JobId, outcome: AttemptOutcome, now: i64) {
-        self.end_attempt_failed(job_id, outcome, true, now);
+    pub(super) fn fail_attempt(
+        &mut self,
+        job_id: JobId,
+        outcome: AttemptOutcome,
+        now: i64,
+    ) -> Result<(), TransitionRefused> {
+        self.end_attempt_failed(job_id, outcome, true, now)
     }
 
     /// Ends the current attempt of a RUNNING job unsuccessfully: RETRY_WAIT
     /// with a backoff delay while budget remains and the failure is
-    /// retryable, else FAILED with the outcome as its error. The caller has
-    /// already released the worker's slot (or lost the worker).
+    /// retryable, else FAILED with the outcome as its error. The worker's
+    /// slot is the caller's: it releases it (or has lost the worker) once
+    /// this returns `Ok`. On `Err` nothing changed.
     fn end_attempt_failed(
         &mut self,
         job_id: JobId,
         outcome: AttemptOutcome,
         retryable: bool,
         now: i64,
-    ) {
+    ) -> Result<(), TransitionRefused> {
         let Some(job) = self.jobs.get(&job_id) else {
-            return;
+            return Err(TransitionRefused::UnknownJob(job_id));
         };
         let error = match &outcome {
             AttemptOutcome::Failed { error } => error.clone(),
@@ -188,7 +204,7 @@ impl CoordinatorState {
                 job.next_retry_at = Some(due);
                 job.error = Some(error);
                 job.lease = None;
-            });
+            })
         } else {
             warn!(self.log, "job failed"; "job" => %job_id, "attempts" => job.attempts,
                   "error" => &error);
@@ -196,12 +212,14 @@ impl CoordinatorState {
                 job.end_attempt(outcome, now);
                 job.error = Some(error);
                 job.lease = None;
-            });
+            })
         }
     }
 
     /// Assigns queued jobs, best first, to the least-loaded worker with a
-    /// free slot for each, until no queued job has such a worker.
+    /// free slot for each, until no queued job has such a worker. A refused
+    /// assignment (a bug, logged) ends the pass: the job it refused stays
+    /// at the head of its queue, and the loop must not pick it forever.
     pub fn schedule(&mut self, now: i64) {
         loop {
             let workers = &self.workers;
@@ -212,11 +230,22 @@ impl CoordinatorState {
             let Some((job_id, Some(worker))) = best else {
                 return;
             };
-            self.assign(job_id, worker, now);
+            if let Err(refused) = self.assign(job_id, worker, now) {
+                self.log_refused("assign", &refused);
+                return;
+            }
         }
     }
 
-    fn assign(&mut self, job_id: JobId, worker: WorkerId, now: i64) {
+    /// Starts a new attempt of a QUEUED job on `worker`: RUNNING under a
+    /// fresh lease, counted against the worker's capacity, and a
+    /// `TaskAssign` for it. If the move is refused none of that happens.
+    fn assign(
+        &mut self,
+        job_id: JobId,
+        worker: WorkerId,
+        now: i64,
+    ) -> Result<(), TransitionRefused> {
         let lease = LeaseId::new_random();
         let assigned_to = worker.clone();
         self.transition(job_id, JobState::Running, now, move |job| {
@@ -233,10 +262,10 @@ impl CoordinatorState {
             job.worker_id = Some(assigned_to);
             job.assigned_at = Some(now);
             job.next_retry_at = None;
-        });
+        })?;
         self.workers.start_job(&worker, job_id);
         let (Some(job), Some(entry)) = (self.jobs.get(&job_id), self.workers.get(&worker)) else {
-            return;
+            return Ok(());
         };
         debug!(self.log, "job assigned"; "job" => %job_id, "worker" => %worker,
                "lease" => %lease, "attempt" => job.attempts);
@@ -250,6 +279,7 @@ impl CoordinatorState {
                 timeout_ms: job.timeout_ms,
             },
         });
+        Ok(())
     }
 
     /// The periodic pass, in order: dead workers, expired deadlines, due
@@ -274,24 +304,38 @@ impl CoordinatorState {
         }
     }
 
+    /// Ends every attempt whose deadline has passed: retried or failed,
+    /// its slot freed and its worker told to stop. Each deadline is popped
+    /// before its job moves, so the loop ends whatever the moves do; a job
+    /// whose move is refused (a bug, logged) keeps its attempt, and its
+    /// deadline is put back for the next sweep.
     fn detect_expired_deadlines(&mut self, now: i64) {
-        while let Some(&(deadline, job_id)) = self.deadlines.first() {
-            if deadline >= now {
-                break;
-            }
-            self.revoke_attempt(job_id);
+        let mut refused = Vec::new();
+        while let Some((deadline, job_id)) = pop_due(&mut self.deadlines, |d| d < now) {
+            let attempt = self.current_attempt(job_id);
             let timeout_ms = self.jobs.get(&job_id).map_or(0, |j| j.timeout_ms);
-            self.fail_attempt(job_id, AttemptOutcome::TimedOut { timeout_ms }, now);
+            match self.fail_attempt(job_id, AttemptOutcome::TimedOut { timeout_ms }, now) {
+                Ok(()) => self.revoke_attempt(job_id, attempt),
+                Err(e) => {
+                    self.log_refused("deadline", &e);
+                    refused.push((deadline, job_id));
+                }
+            }
         }
+        self.deadlines.extend(refused);
     }
 
-    /// Frees the worker slot of a running job and tells the worker, best
-    /// effort, to stop it. The lease is cleared by the following transition.
-    pub(super) fn revoke_attempt(&mut self, job_id: JobId) {
-        let Some(job) = self.jobs.get(&job_id) else {
-            return;
-        };
-        let (Some(worker), Some(lease)) = (job.worker_id.clone(), job.lease) else {
+    /// The worker and lease of the job's current attempt, if it has one.
+    pub(super) fn current_attempt(&self, job_id: JobId) -> Option<(WorkerId, LeaseId)> {
+        let job = self.jobs.get(&job_id)?;
+        Some((job.worker_id.clone()?, job.lease?))
+    }
+
+    /// Frees the worker slot `attempt` (from `current_attempt`, read before
+    /// the job left RUNNING) held and tells the worker, best effort, to
+    /// stop it.
+    pub(super) fn revoke_attempt(&mut self, job_id: JobId, attempt: Option<(WorkerId, LeaseId)>) {
+        let Some((worker, lease)) = attempt else {
             return;
         };
         self.workers.finish_job(&worker, job_id);
@@ -305,11 +349,7 @@ impl CoordinatorState {
 
     /// Moves delayed QUEUED jobs whose time has come into the ready queues.
     fn release_due_delays(&mut self, now: i64) {
-        while let Some(&(due, job_id)) = self.delayed.first() {
-            if due > now {
-                break;
-            }
-            self.delayed.remove(&(due, job_id));
+        while let Some((_, job_id)) = pop_due(&mut self.delayed, |due| due <= now) {
             if let Some(job) = self.jobs.get(&job_id) {
                 self.queues
                     .push(&job.task_type, job.priority, job.ready_key());
@@ -317,15 +357,21 @@ impl CoordinatorState {
         }
     }
 
+    /// Requeues RETRY_WAIT jobs whose backoff has passed. Like deadlines,
+    /// each timer is popped before its job moves; a refused move (a bug,
+    /// logged) puts it back for the next sweep.
     fn promote_due_retries(&mut self, now: i64) {
-        while let Some(&(due, job_id)) = self.retries.first() {
-            if due > now {
-                break;
-            }
-            self.transition(job_id, JobState::Queued, now, |job| {
+        let mut refused = Vec::new();
+        while let Some((due, job_id)) = pop_due(&mut self.retries, |due| due <= now) {
+            let promoted = self.transition(job_id, JobState::Queued, now, |job| {
                 job.next_retry_at = None
             });
+            if let Err(e) = promoted {
+                self.log_refused("retry", &e);
+                refused.push((due, job_id));
+            }
         }
+        self.retries.extend(refused);
     }
 
     /// Loads every stored row. RUNNING rows (their attempt's outcome is
@@ -338,35 +384,78 @@ impl CoordinatorState {
         };
         for mut job in rows {
             self.next_sequence = self.next_sequence.max(job.sequence + 1);
-            let interrupted = job.state == JobState::Running;
-            if interrupted {
-                let budget_left = job.attempts < job.max_attempts;
-                let target = if budget_left {
-                    JobState::Queued
-                } else {
-                    JobState::Failed
+            let rewritten = job.state == JobState::Running
+                && match self.end_interrupted_attempt(&mut job, now) {
+                    Ok(JobState::Queued) => {
+                        summary.requeued += 1;
+                        true
+                    }
+                    Ok(_) => {
+                        summary.failed += 1;
+                        true
+                    }
+                    Err(_) => false,
                 };
-                job.state = JobState::Running.transition(target).unwrap_or(target);
-                if budget_left {
-                    summary.requeued += 1;
-                } else {
-                    job.error = Some(RESTARTED_DURING_FINAL_ATTEMPT.to_string());
-                    job.finished_at = Some(now);
-                    summary.failed += 1;
-                }
-                job.end_attempt(AttemptOutcome::Interrupted, now);
-                job.lease = None;
-                job.updated_at = now;
-            }
             if !job.state.is_terminal() {
                 self.active_jobs += 1;
             }
             let id = job.id;
             self.insert(job, now);
-            if interrupted {
+            if rewritten {
                 self.mark_dirty(id);
             }
         }
         summary
+    }
+
+    /// Ends the attempt a restart interrupted: QUEUED while budget
+    /// remains, else FAILED with `RESTARTED_DURING_FINAL_ATTEMPT`; returns
+    /// the new state. RUNNING → QUEUED and RUNNING → FAILED are always
+    /// allowed, so a refusal is a bug: it is logged and the row is left as
+    /// loaded, RUNNING with its deadline, which then ends it like any
+    /// attempt whose worker never reports.
+    fn end_interrupted_attempt(
+        &self,
+        job: &mut Job,
+        now: i64,
+    ) -> Result<JobState, TransitionRefused> {
+        let budget_left = job.attempts < job.max_attempts;
+        let target = if budget_left {
+            JobState::Queued
+        } else {
+            JobState::Failed
+        };
+        if let Err(e) = job.state.transition(target) {
+            let refused = TransitionRefused::Illegal {
+                job: job.id,
+                from: e.from,
+                to: e.to,
+            };
+            self.log_refused("recover", &refused);
+            return Err(refused);
+        }
+        job.state = target;
+        if !budget_left {
+            job.error = Some(RESTARTED_DURING_FINAL_ATTEMPT.to_string());
+            job.finished_at = Some(now);
+        }
+        job.end_attempt(AttemptOutcome::Interrupted, now);
+        job.lease = None;
+        job.updated_at = now;
+        Ok(target)
+    }
+}
+
+/// Removes and returns the first entry of a timer index if `is_due` says
+/// its time has come; `None` once the earliest entry is not due.
+fn pop_due(
+    index: &mut BTreeSet<(i64, JobId)>,
+    is_due: impl Fn(i64) -> bool,
+) -> Option<(i64, JobId)> {
+    let &(at, _) = index.first()?;
+    if is_due(at) {
+        index.pop_first()
+    } else {
+        None
     }
 }

@@ -25,5 +25,5 @@ pub use lifecycle::{RecoverySummary, StaleResult, RESTARTED_DURING_FINAL_ATTEMPT
 pub use metrics::Metrics;
 pub use observe::{JobPage, PageCursor, QueueDepth, StatsSnapshot};
 pub use retry::RetryPolicy;
-pub use state::{CoordinatorState, Effect, Policy};
+pub use state::{CoordinatorState, Effect, Policy, TransitionRefused};
 pub use workers::SessionId;

@@ -68,6 +68,29 @@ pub enum Effect {
     CloseWorker { session: SessionId, reason: String },
 }
 
+/// Why `CoordinatorState::transition` changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionRefused {
+    #[error("job {0} is unknown")]
+    UnknownJob(JobId),
+    /// The state machine (`JobState::transition`) does not allow the move.
+    #[error("job {job} may not move from {from} to {to}")]
+    Illegal {
+        job: JobId,
+        from: JobState,
+        to: JobState,
+    },
+}
+
+impl TransitionRefused {
+    /// The job the refused move was asked for.
+    pub fn job(&self) -> JobId {
+        match self {
+            TransitionRefused::UnknownJob(job) | TransitionRefused::Illegal { job, .. } => *job,
+        }
+    }
+}
+
 /// All scheduling state. Invariants (checked by `check_invariants`):
 /// `active_jobs` equals the number of non-terminal jobs; `queues` holds
 /// exactly the QUEUED jobs; each RUNNING job has a lease and a registered
@@ -311,26 +334,26 @@ impl CoordinatorState {
     /// Moves a job to `to` through the state machine, keeping every index
     /// and the admission count right. `update` sets the fields that go with
     /// the new state. The one place a job becomes terminal (or, requeued,
-    /// stops being terminal).
+    /// stops being terminal). A refused move changes nothing: the job, its
+    /// indexes and the dirty rows are as they were, and `update` is not run.
     pub(super) fn transition(
         &mut self,
         id: JobId,
         to: JobState,
         now: i64,
         update: impl FnOnce(&mut Job),
-    ) -> bool {
+    ) -> Result<(), TransitionRefused> {
         let Some(from) = self.jobs.get(&id).map(|j| j.state) else {
-            return false;
+            return Err(TransitionRefused::UnknownJob(id));
         };
-        if let Err(e) = from.transition(to) {
-            error!(self.log, "refused job transition"; "job" => %id, "error" => %e);
-            return false;
+        if from.transition(to).is_err() {
+            return Err(TransitionRefused::Illegal { job: id, from, to });
         }
         self.unindex(id);
         // Taken out of the map while it changes, so it can be re-indexed
         // without cloning it.
         let Some(mut job) = self.jobs.remove(&id) else {
-            return false;
+            return Err(TransitionRefused::UnknownJob(id));
         };
         let attempts_from = job.history.len().saturating_sub(1);
         job.state = to;
@@ -348,7 +371,15 @@ impl CoordinatorState {
         self.index(&job, now);
         self.jobs.insert(id, job);
         self.mark_dirty_from(id, attempts_from);
-        true
+        Ok(())
+    }
+
+    /// Logs a move `transition` refused. Every caller asks only for moves
+    /// the job's state allows, so a refusal is a bug; `step` names the
+    /// caller for whoever reads the log.
+    pub(super) fn log_refused(&self, step: &'static str, refused: &TransitionRefused) {
+        error!(self.log, "job transition refused"; "job" => %refused.job(), "step" => step,
+               "error" => %refused);
     }
 
     /// Marks the whole job, every attempt included, for the next batch.

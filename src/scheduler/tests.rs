@@ -518,3 +518,28 @@ fn cancel_and_requeue_keep_the_admission_count_and_indexes_right() {
         Err(RequeueRefused::NotFailed(JobState::Running))
     );
 }
+
+#[test]
+fn a_refused_transition_changes_nothing_and_names_the_move() {
+    let mut s = state();
+    let job = accepted(s.submit(echo("x"), 0));
+    s.take_dirty();
+    let before = s.job(job).cloned();
+    let refused = s.transition(job, JobState::Succeeded, 1, |j| j.attempts = 99);
+    assert_eq!(
+        refused,
+        Err(TransitionRefused::Illegal {
+            job,
+            from: JobState::Queued,
+            to: JobState::Succeeded
+        })
+    );
+    assert_eq!(s.job(job).cloned(), before, "update was not run");
+    assert!(!s.has_dirty());
+    consistent(&s);
+    let unknown = JobId::mint();
+    assert_eq!(
+        s.transition(unknown, JobState::Running, 1, |_| {}),
+        Err(TransitionRefused::UnknownJob(unknown))
+    );
+}
