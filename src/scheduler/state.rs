@@ -94,8 +94,11 @@ impl TransitionRefused {
 /// All scheduling state. Invariants (checked by `check_invariants`):
 /// `active_jobs` equals the number of non-terminal jobs; `queues` holds
 /// exactly the QUEUED jobs; each RUNNING job has a lease and a registered
-/// worker whose running set contains it; `deadlines` and `retries` index
-/// exactly the RUNNING and RETRY_WAIT jobs.
+/// worker whose running set contains it, and each job in a running set is
+/// a RUNNING job of that worker, in no other worker's set; `deadlines` and
+/// `retries` index exactly the RUNNING and RETRY_WAIT jobs; `by_sequence`
+/// holds every job once; the worker registry's own indexes are right
+/// (`WorkerRegistry::check_invariants`); each dirty job is tracked once.
 #[derive(Debug)]
 pub struct CoordinatorState {
     pub(super) policy: Policy,
@@ -435,6 +438,24 @@ impl CoordinatorState {
             rows.push(row);
         }
         rows
+    }
+
+    /// Verifies the dirty-row tracking; for tests: `dirty_at` gives each
+    /// dirty job's position in `dirty`, and each job is dirty at most once.
+    pub(super) fn check_dirty_index(&self) -> Result<(), String> {
+        if self.dirty.len() != self.dirty_at.len() {
+            return Err(format!(
+                "{} dirty rows, {} positions",
+                self.dirty.len(),
+                self.dirty_at.len()
+            ));
+        }
+        for (at, (id, _)) in self.dirty.iter().enumerate() {
+            if self.dirty_at.get(id) != Some(&at) {
+                return Err(format!("dirty job {id} at {at} is indexed elsewhere"));
+            }
+        }
+        Ok(())
     }
 
     /// Marks rows dirty again (their commit failed and must be retried).

@@ -543,3 +543,17 @@ fn a_refused_transition_changes_nothing_and_names_the_move() {
         Err(TransitionRefused::UnknownJob(unknown))
     );
 }
+
+#[test]
+fn the_invariant_check_names_a_slot_held_for_a_job_that_is_not_running() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], 0);
+    let job = accepted(s.submit(echo("x"), 0));
+    consistent(&s);
+    s.workers.start_job(&w("a"), job);
+    let err = s.check_invariants().expect_err("a leaked slot");
+    assert!(
+        err.contains(&job.to_string()) && err.contains("worker a"),
+        "{err}"
+    );
+}
