@@ -15,6 +15,8 @@ pub mod state;
 pub mod workers;
 
 #[cfg(test)]
+mod invariant_tests;
+#[cfg(test)]
 mod ordering_tests;
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,7 @@ fn state() -> CoordinatorState {
     CoordinatorState::new(policy(), slog::Logger::root(slog::Discard, slog::o!()))
 }
 
-fn echo(message: &str) -> SubmitRequest {
+pub(super) fn echo(message: &str) -> SubmitRequest {
     SubmitRequest::new("echo", encode_json(&json!({ "message": message })))
 }
 
@@ -41,7 +41,7 @@ fn accepted(answer: SubmitAnswer) -> JobId {
     }
 }
 
-fn w(name: &str) -> WorkerId {
+pub(super) fn w(name: &str) -> WorkerId {
     WorkerId(name.into())
 }
 
