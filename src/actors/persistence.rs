@@ -2,7 +2,7 @@
 //! thread (a one-thread `SyncArbiter`), so no coordinator handler ever
 //! waits on disk.
 
-use crate::scheduler::Job;
+use crate::scheduler::JobRow;
 use crate::store::{JobStore, StoreError};
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncContext};
@@ -16,7 +16,7 @@ use std::time::Instant;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StageRows {
-    pub rows: Vec<Job>,
+    pub rows: Vec<JobRow>,
 }
 
 /// Coordinator → persistence: write these rows and commit them, with every
@@ -26,7 +26,7 @@ pub struct StageRows {
 #[rtype(result = "Result<(), StoreError>")]
 pub struct CommitBatch {
     pub number: u64,
-    pub rows: Vec<Job>,
+    pub rows: Vec<JobRow>,
 }
 
 /// Where the coordinator sends its rows.
@@ -103,7 +103,7 @@ mod tests {
     use super::*;
     use crate::config::Synchronous;
     use crate::protocol::JobState;
-    use crate::store::tests::job;
+    use crate::store::tests::row;
     use actix::SyncArbiter;
 
     #[actix_rt::test]
@@ -121,8 +121,8 @@ mod tests {
                 .expect("one thread");
             Persistence::new(store, log.clone())
         });
-        let first = job(1, JobState::Queued);
-        let mut clash = job(2, JobState::Queued);
+        let first = row(1, JobState::Queued);
+        let mut clash = row(2, JobState::Queued);
         clash.idempotency_key = first.idempotency_key.clone();
         let staged = StageRows {
             rows: vec![first, clash],
@@ -130,13 +130,13 @@ mod tests {
         persistence.do_send(staged);
         let failed = persistence.send(CommitBatch {
             number: 1,
-            rows: vec![job(3, JobState::Queued)],
+            rows: vec![row(3, JobState::Queued)],
         });
         let err = failed.await.expect("answered").expect_err("staging failed");
         assert!(err.reason.contains("UNIQUE"), "{err}");
         let retried = persistence.send(CommitBatch {
             number: 2,
-            rows: vec![job(4, JobState::Queued)],
+            rows: vec![row(4, JobState::Queued)],
         });
         retried
             .await

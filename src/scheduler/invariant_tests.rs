@@ -5,7 +5,7 @@
 //! restarts recovered from the stored rows), with every invariant checked
 //! after every step.
 
-use super::tests::{echo, w};
+use super::tests::{echo, stored_rows, w};
 use super::*;
 use crate::protocol::*;
 use proptest::prelude::*;
@@ -343,7 +343,12 @@ impl Harness {
             let job = self.state.job(row.id);
             prop_assert!(job.is_some(), "row for unknown job {}", row.id);
             let last = job.and_then(|j| j.history.last());
-            prop_assert_eq!(row.history.last(), last, "job {}: last attempt", row.id);
+            prop_assert_eq!(
+                row.changed_attempts.last(),
+                last,
+                "job {}: last attempt",
+                row.id
+            );
         }
         prop_assert!(!self.state.has_dirty());
         Ok(())
@@ -352,15 +357,7 @@ impl Harness {
     /// Restarts from every job's row as the database returns it (progress
     /// is never stored); workers must register again.
     fn restart(&mut self) -> Result<(), TestCaseError> {
-        let rows: Vec<Job> = self
-            .jobs
-            .iter()
-            .filter_map(|id| self.state.job(*id).cloned())
-            .map(|job| Job {
-                progress: None,
-                ..job
-            })
-            .collect();
+        let rows = stored_rows(&self.state);
         self.state = state();
         let summary = self.state.recover(rows, self.now);
         prop_assert_eq!(summary.loaded, self.jobs.len());

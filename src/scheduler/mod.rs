@@ -11,6 +11,7 @@ pub mod observe;
 pub mod queries;
 pub mod queues;
 pub mod retry;
+pub mod row;
 pub mod state;
 pub mod workers;
 
@@ -27,5 +28,6 @@ pub use lifecycle::{RecoverySummary, StaleResult, RESTARTED_DURING_FINAL_ATTEMPT
 pub use metrics::Metrics;
 pub use observe::{JobPage, PageCursor, QueueDepth, StatsSnapshot};
 pub use retry::RetryPolicy;
+pub use row::JobRow;
 pub use state::{CoordinatorState, Effect, Policy, TransitionRefused};
 pub use workers::SessionId;

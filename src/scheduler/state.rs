@@ -13,6 +13,7 @@ use crate::scheduler::job::{Job, OrderKey};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retry::RetryPolicy;
+use crate::scheduler::row::JobRow;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
 use slog::{debug, error, Logger};
 use std::collections::BTreeSet;
@@ -416,28 +417,20 @@ impl CoordinatorState {
     }
 
     /// The rows changed since the last call, in the order they first
-    /// changed. Each row's `history` holds only the attempts that may have
-    /// changed since the row was last taken (earlier ones are stored
-    /// already and never change), so a commit rewrites no old attempt; it
-    /// always holds the last attempt, if the job has one.
-    pub fn take_dirty(&mut self) -> Vec<Job> {
+    /// changed. Each row carries only the attempts that may have changed
+    /// since the row was last taken (earlier ones are stored already and
+    /// never change), so a commit rewrites no old attempt; it always
+    /// carries the last attempt, if the job has one (see `JobRow`).
+    pub fn take_dirty(&mut self) -> Vec<JobRow> {
         self.dirty_at.clear();
-        let mut rows = Vec::with_capacity(self.dirty.len());
-        for (id, first) in self.dirty.drain(..) {
-            let Some(job) = self.jobs.get_mut(&id) else {
-                continue;
-            };
-            // The last attempt is always included: the store keeps it in
-            // the job's row, which every write replaces whole.
-            let first = first.min(job.history.len().saturating_sub(1));
-            // Clone everything but the history, then only its changed tail.
-            let history = std::mem::take(&mut job.history);
-            let mut row = Job::clone(job);
-            row.history = history[first..].to_vec();
-            job.history = history;
-            rows.push(row);
-        }
-        rows
+        let jobs = &self.jobs;
+        self.dirty
+            .drain(..)
+            .filter_map(|(id, first)| {
+                let job = jobs.get(&id)?;
+                Some(JobRow::with_attempts_from(job, first))
+            })
+            .collect()
     }
 
     /// Verifies the dirty-row tracking; for tests: `dirty_at` gives each

@@ -6,7 +6,7 @@ pub mod wal_prealloc;
 
 use crate::config::Synchronous;
 use crate::protocol::{Attempt, AttemptOutcome, JobId, JobState, LeaseId, Priority, WorkerId};
-use crate::scheduler::Job;
+use crate::scheduler::{Job, JobRow};
 use rusqlite::{params, Connection, OpenFlags, Row};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -163,13 +163,12 @@ impl JobStore {
     /// `commit`. On failure the transaction is rolled back, `rows` and
     /// everything staged before them with it.
     ///
-    /// A row's `history` may be only the attempts that changed (see
-    /// `CoordinatorState::take_dirty`); stored attempts it leaves out are
-    /// kept. A job's last attempt is kept in the job row itself, so starting
-    /// or ending an attempt rewrites that one row; an attempt gets a row in
-    /// `attempts` once a later one starts. A job staged twice is written
-    /// twice; the later row wins.
-    pub fn stage(&mut self, rows: &[Job]) -> Result<(), StoreError> {
+    /// A row carries only the attempts that changed (see `JobRow`); stored
+    /// attempts it leaves out are kept. A job's last attempt is kept in the
+    /// job row itself, so starting or ending an attempt rewrites that one
+    /// row; an attempt gets a row in `attempts` once a later one starts. A
+    /// job staged twice is written twice; the later row wins.
+    pub fn stage(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
         let result = self.write_rows(rows);
         if result.is_err() {
             self.rollback();
@@ -180,7 +179,7 @@ impl JobStore {
     /// Writes `rows` like `stage`, then commits the transaction: after it
     /// returns `Ok`, every row staged since the last commit and every row
     /// of `rows` is durable. On failure none of them is.
-    pub fn commit(&mut self, rows: &[Job]) -> Result<(), StoreError> {
+    pub fn commit(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
         self.stage(rows)?;
         if self.conn.is_autocommit() {
             return Ok(());
@@ -201,7 +200,7 @@ impl JobStore {
         }
     }
 
-    fn write_rows(&mut self, rows: &[Job]) -> Result<(), StoreError> {
+    fn write_rows(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
         if rows.is_empty() {
             return Ok(());
         }
@@ -222,15 +221,15 @@ impl JobStore {
         };
         let (mut update, mut insert) = (statement(UPDATE)?, statement(INSERT)?);
         let mut attempts = statement(UPSERT_ATTEMPT)?;
-        for job in rows {
-            write_job(&mut update, &mut insert, job)
-                .map_err(|e| fail(format!("writing job {}: {e}", job.id)))?;
+        for row in rows {
+            write_job(&mut update, &mut insert, row)
+                .map_err(|e| fail(format!("writing job {}: {e}", row.id)))?;
             // The last attempt is stored in the job's own row; the ones
             // before it (closed for good) get a row of their own here.
-            let earlier = job.history.len().saturating_sub(1);
-            for attempt in &job.history[..earlier] {
-                write_attempt(&mut attempts, job.id, attempt)
-                    .map_err(|e| fail(format!("writing attempt of job {}: {e}", job.id)))?;
+            let earlier = row.changed_attempts.len().saturating_sub(1);
+            for attempt in &row.changed_attempts[..earlier] {
+                write_attempt(&mut attempts, row.id, attempt)
+                    .map_err(|e| fail(format!("writing attempt of job {}: {e}", row.id)))?;
             }
         }
         Ok(())
@@ -249,7 +248,7 @@ impl JobStore {
 fn write_job(
     update: &mut rusqlite::CachedStatement<'_>,
     insert: &mut rusqlite::CachedStatement<'_>,
-    job: &Job,
+    job: &JobRow,
 ) -> rusqlite::Result<()> {
     let mut id = Uuid::encode_buffer();
     let id = &*job.id.0.hyphenated().encode_lower(&mut id);
@@ -258,7 +257,7 @@ fn write_job(
         .lease
         .map(|l| &*l.0.hyphenated().encode_lower(&mut lease_buf));
     let worker = job.worker_id.as_ref().map(|w| w.0.as_str());
-    let last = job.history.last();
+    let last = job.changed_attempts.last();
     let mut last_lease_buf = Uuid::encode_buffer();
     let last_lease = last.map(|a| &*a.lease.0.hyphenated().encode_lower(&mut last_lease_buf));
     let last_outcome = last.and_then(|a| a.outcome.as_ref()).and_then(outcome_text);
@@ -460,6 +459,16 @@ pub(crate) mod tests {
         job
     }
 
+    /// `job(sequence, state)` as the row of its first write.
+    pub(crate) fn row(sequence: u64, state: JobState) -> JobRow {
+        JobRow::whole(&job(sequence, state))
+    }
+
+    /// The rows of a first write of `jobs`, every attempt included.
+    fn rows(jobs: &[&Job]) -> Vec<JobRow> {
+        jobs.iter().map(|job| JobRow::whole(job)).collect()
+    }
+
     #[test]
     fn committed_rows_load_back_identically() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -467,11 +476,11 @@ pub(crate) mod tests {
         let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
         let mut a = job(1, JobState::Running);
         let b = job(2, JobState::Queued);
-        store.commit(&[a.clone(), b.clone()]).expect("commit");
+        store.commit(&rows(&[&a, &b])).expect("commit");
         a.state = JobState::Succeeded;
         a.finished_at = Some(20);
         a.end_attempt(AttemptOutcome::Succeeded, 20);
-        store.commit(&[a.clone()]).expect("update");
+        store.commit(&rows(&[&a])).expect("update");
         drop(store);
         let store = JobStore::open(&path, Synchronous::Full).expect("reopen");
         let mut loaded = store.load_all().expect("load");
@@ -489,21 +498,21 @@ pub(crate) mod tests {
             job(2, JobState::Queued),
             job(3, JobState::Queued),
         );
-        store.commit(std::slice::from_ref(&a)).expect("commit");
-        store.stage(std::slice::from_ref(&b)).expect("stage");
+        store.commit(&rows(&[&a])).expect("commit");
+        store.stage(&rows(&[&b])).expect("stage");
         let other = JobStore::open(&path, Synchronous::Full).expect("second connection");
         assert_eq!(
             other.load_all().expect("load"),
             vec![a.clone()],
             "staged is not visible"
         );
-        store.commit(std::slice::from_ref(&c)).expect("commit");
+        store.commit(&rows(&[&c])).expect("commit");
         assert_eq!(
             other.load_all().expect("load").len(),
             3,
             "the commit carries b and c"
         );
-        store.stage(&[job(4, JobState::Queued)]).expect("stage");
+        store.stage(&[row(4, JobState::Queued)]).expect("stage");
         drop(store);
         drop(other);
         let mut loaded = JobStore::open(&path, Synchronous::Full)
@@ -526,7 +535,7 @@ pub(crate) mod tests {
         let target = store.preallocate_wal().expect("preallocate");
         assert!(target > 32 << 20, "{target} bytes");
         let (a, b) = (job(1, JobState::Queued), job(2, JobState::Queued));
-        store.commit(std::slice::from_ref(&a)).expect("commit");
+        store.commit(&rows(&[&a])).expect("commit");
         // A crash: the files as they are now, the WAL never checkpointed.
         let crashed = dir.path().join("crashed");
         std::fs::create_dir(&crashed).expect("dir");
@@ -539,7 +548,7 @@ pub(crate) mod tests {
         let mut store = JobStore::open(&copy, Synchronous::Full).expect("recover");
         assert_eq!(store.load_all().expect("load"), vec![a.clone()]);
         assert_eq!(store.preallocate_wal().expect("already full"), 0);
-        store.commit(std::slice::from_ref(&b)).expect("commit");
+        store.commit(&rows(&[&b])).expect("commit");
         drop(store);
         let mut loaded = JobStore::open(&copy, Synchronous::Full)
             .expect("reopen")
@@ -555,18 +564,16 @@ pub(crate) mod tests {
         let path = dir.path().join("t.db");
         let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
         let a = job(1, JobState::Queued);
-        store.commit(std::slice::from_ref(&a)).expect("commit");
-        store.stage(&[job(2, JobState::Queued)]).expect("stage");
-        let mut clash = job(3, JobState::Queued);
+        store.commit(&rows(&[&a])).expect("commit");
+        store.stage(&[row(2, JobState::Queued)]).expect("stage");
+        let mut clash = row(3, JobState::Queued);
         clash.idempotency_key = a.idempotency_key.clone();
         let err = store
             .stage(&[clash])
             .expect_err("a second job with a's key");
         assert!(err.reason.contains("UNIQUE"), "{err}");
         let c = job(4, JobState::Queued);
-        store
-            .commit(std::slice::from_ref(&c))
-            .expect("a new transaction");
+        store.commit(&rows(&[&c])).expect("a new transaction");
         let mut loaded = store.load_all().expect("load");
         loaded.sort_by_key(|j| j.sequence);
         assert_eq!(loaded, vec![a, c], "job 2 went with the failed stage");
@@ -584,7 +591,7 @@ pub(crate) mod tests {
             started_at: 16,
             ..full.history[0].clone()
         });
-        store.commit(&[full.clone()]).expect("commit");
+        store.commit(&rows(&[&full])).expect("commit");
         let changed_only = succeed_second_attempt(&mut full);
         store.commit(&[changed_only]).expect("update");
         let loaded = store.load_all().expect("load");
@@ -593,13 +600,12 @@ pub(crate) mod tests {
 
     /// Ends `job`'s second (last) attempt with success; returns the row as
     /// `take_dirty` would send it: the first attempt, stored, left out.
-    fn succeed_second_attempt(job: &mut Job) -> Job {
+    fn succeed_second_attempt(job: &mut Job) -> JobRow {
         job.end_attempt(AttemptOutcome::Succeeded, 20);
         job.state = JobState::Succeeded;
-        Job {
-            history: job.history[1..].to_vec(),
-            ..job.clone()
-        }
+        let row = JobRow::with_attempts_from(job, 1);
+        assert_eq!(row.changed_attempts.len(), 1);
+        row
     }
 
     fn attempt_rows(store: &JobStore) -> i64 {
@@ -615,18 +621,14 @@ pub(crate) mod tests {
         let path = dir.path().join("t.db");
         let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
         let mut running = job(1, JobState::Running);
-        store
-            .commit(std::slice::from_ref(&running))
-            .expect("commit");
+        store.commit(&rows(&[&running])).expect("commit");
         assert_eq!(
             attempt_rows(&store),
             0,
             "the only attempt is in the job row"
         );
         running.end_attempt(AttemptOutcome::Failed { error: "e".into() }, 15);
-        store
-            .commit(std::slice::from_ref(&running))
-            .expect("end attempt");
+        store.commit(&rows(&[&running])).expect("end attempt");
         assert_eq!(attempt_rows(&store), 0, "still the last attempt");
         assert_eq!(store.load_all().expect("load"), vec![running.clone()]);
         running.history.push(Attempt {
@@ -635,9 +637,7 @@ pub(crate) mod tests {
             lease: LeaseId::new_random(),
             ..running.history[0].clone()
         });
-        store
-            .commit(std::slice::from_ref(&running))
-            .expect("second attempt");
+        store.commit(&rows(&[&running])).expect("second attempt");
         assert_eq!(attempt_rows(&store), 1, "the first attempt got its own row");
         assert_eq!(store.load_all().expect("load"), vec![running]);
     }
