@@ -1,31 +1,19 @@
-//! What happens to jobs as workers come, run tasks, go silent or vanish, and
-//! as time passes: assignment, results, attempt failure, the periodic sweep
-//! and recovery after a restart.
+//! What happens to jobs as workers come, run tasks, go silent or vanish:
+//! registration, assignment, results and attempt failure. The periodic
+//! sweep is in `sweep`, recovery after a restart in `recovery`.
 
 use crate::protocol::{
     Attempt, AttemptOutcome, CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId,
 };
-use crate::scheduler::job::{Job, Progress};
+use crate::scheduler::job::Progress;
 use crate::scheduler::state::{CoordinatorState, Effect, TransitionRefused};
 use crate::scheduler::workers::SessionId;
 use slog::{debug, info, warn};
-use std::collections::BTreeSet;
-
-/// Error text of a job whose final attempt was interrupted by a restart.
-pub const RESTARTED_DURING_FINAL_ATTEMPT: &str = "restarted during final attempt";
 
 /// A result that did not match the job's current attempt and was dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleResult {
     pub reason: String,
-}
-
-/// What recovery did with the loaded rows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RecoverySummary {
-    pub loaded: usize,
-    pub requeued: usize,
-    pub failed: usize,
 }
 
 impl CoordinatorState {
@@ -282,49 +270,6 @@ impl CoordinatorState {
         Ok(())
     }
 
-    /// The periodic pass, in order: dead workers, expired deadlines, due
-    /// retries, due delayed jobs, then scheduling.
-    pub fn sweep(&mut self, now: i64) {
-        self.detect_dead_workers(now);
-        self.detect_expired_deadlines(now);
-        self.promote_due_retries(now);
-        self.release_due_delays(now);
-        self.schedule(now);
-    }
-
-    fn detect_dead_workers(&mut self, now: i64) {
-        let timeout = i64::try_from(self.policy.heartbeat_timeout_ms).unwrap_or(i64::MAX);
-        for (worker, session) in self.workers.silent_since(now.saturating_sub(timeout)) {
-            let reason = format!("no heartbeat for {timeout} ms");
-            self.effects.push(Effect::CloseWorker {
-                session,
-                reason: reason.clone(),
-            });
-            self.worker_lost(&worker, session, &reason, now);
-        }
-    }
-
-    /// Ends every attempt whose deadline has passed: retried or failed,
-    /// its slot freed and its worker told to stop. Each deadline is popped
-    /// before its job moves, so the loop ends whatever the moves do; a job
-    /// whose move is refused (a bug, logged) keeps its attempt, and its
-    /// deadline is put back for the next sweep.
-    fn detect_expired_deadlines(&mut self, now: i64) {
-        let mut refused = Vec::new();
-        while let Some((deadline, job_id)) = pop_due(&mut self.deadlines, |d| d < now) {
-            let attempt = self.current_attempt(job_id);
-            let timeout_ms = self.jobs.get(&job_id).map_or(0, |j| j.timeout_ms);
-            match self.fail_attempt(job_id, AttemptOutcome::TimedOut { timeout_ms }, now) {
-                Ok(()) => self.revoke_attempt(job_id, attempt),
-                Err(e) => {
-                    self.log_refused("deadline", &e);
-                    refused.push((deadline, job_id));
-                }
-            }
-        }
-        self.deadlines.extend(refused);
-    }
-
     /// The worker and lease of the job's current attempt, if it has one.
     pub(super) fn current_attempt(&self, job_id: JobId) -> Option<(WorkerId, LeaseId)> {
         let job = self.jobs.get(&job_id)?;
@@ -345,117 +290,5 @@ impl CoordinatorState {
                 frame: CoordinatorToWorker::TaskCancel { job_id, lease },
             });
         }
-    }
-
-    /// Moves delayed QUEUED jobs whose time has come into the ready queues.
-    fn release_due_delays(&mut self, now: i64) {
-        while let Some((_, job_id)) = pop_due(&mut self.delayed, |due| due <= now) {
-            if let Some(job) = self.jobs.get(&job_id) {
-                self.queues
-                    .push(&job.task_type, job.priority, job.ready_key());
-            }
-        }
-    }
-
-    /// Requeues RETRY_WAIT jobs whose backoff has passed. Like deadlines,
-    /// each timer is popped before its job moves; a refused move (a bug,
-    /// logged) puts it back for the next sweep.
-    fn promote_due_retries(&mut self, now: i64) {
-        let mut refused = Vec::new();
-        while let Some((due, job_id)) = pop_due(&mut self.retries, |due| due <= now) {
-            let promoted = self.transition(job_id, JobState::Queued, now, |job| {
-                job.next_retry_at = None
-            });
-            if let Err(e) = promoted {
-                self.log_refused("retry", &e);
-                refused.push((due, job_id));
-            }
-        }
-        self.retries.extend(refused);
-    }
-
-    /// Loads every stored row. RUNNING rows (their attempt's outcome is
-    /// unknown) are requeued while budget remains, else FAILED; all other
-    /// rows load as they are. The sequence resumes past the largest stored.
-    pub fn recover(&mut self, rows: Vec<Job>, now: i64) -> RecoverySummary {
-        let mut summary = RecoverySummary {
-            loaded: rows.len(),
-            ..Default::default()
-        };
-        for mut job in rows {
-            self.next_sequence = self.next_sequence.max(job.sequence + 1);
-            let rewritten = job.state == JobState::Running
-                && match self.end_interrupted_attempt(&mut job, now) {
-                    Ok(JobState::Queued) => {
-                        summary.requeued += 1;
-                        true
-                    }
-                    Ok(_) => {
-                        summary.failed += 1;
-                        true
-                    }
-                    Err(_) => false,
-                };
-            if !job.state.is_terminal() {
-                self.active_jobs += 1;
-            }
-            let id = job.id;
-            self.insert(job, now);
-            if rewritten {
-                self.mark_dirty(id);
-            }
-        }
-        summary
-    }
-
-    /// Ends the attempt a restart interrupted: QUEUED while budget
-    /// remains, else FAILED with `RESTARTED_DURING_FINAL_ATTEMPT`; returns
-    /// the new state. RUNNING → QUEUED and RUNNING → FAILED are always
-    /// allowed, so a refusal is a bug: it is logged and the row is left as
-    /// loaded, RUNNING with its deadline, which then ends it like any
-    /// attempt whose worker never reports.
-    fn end_interrupted_attempt(
-        &self,
-        job: &mut Job,
-        now: i64,
-    ) -> Result<JobState, TransitionRefused> {
-        let budget_left = job.attempts < job.max_attempts;
-        let target = if budget_left {
-            JobState::Queued
-        } else {
-            JobState::Failed
-        };
-        if let Err(e) = job.state.transition(target) {
-            let refused = TransitionRefused::Illegal {
-                job: job.id,
-                from: e.from,
-                to: e.to,
-            };
-            self.log_refused("recover", &refused);
-            return Err(refused);
-        }
-        job.state = target;
-        if !budget_left {
-            job.error = Some(RESTARTED_DURING_FINAL_ATTEMPT.to_string());
-            job.finished_at = Some(now);
-        }
-        job.end_attempt(AttemptOutcome::Interrupted, now);
-        job.lease = None;
-        job.updated_at = now;
-        Ok(target)
-    }
-}
-
-/// Removes and returns the first entry of a timer index if `is_due` says
-/// its time has come; `None` once the earliest entry is not due.
-fn pop_due(
-    index: &mut BTreeSet<(i64, JobId)>,
-    is_due: impl Fn(i64) -> bool,
-) -> Option<(i64, JobId)> {
-    let &(at, _) = index.first()?;
-    if is_due(at) {
-        index.pop_first()
-    } else {
-        None
     }
 }

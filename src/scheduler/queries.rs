@@ -129,7 +129,7 @@ impl CoordinatorState {
         self.check_running_sets()?;
         self.workers.check_invariants()?;
         self.check_listing_index()?;
-        self.check_dirty_index()
+        self.dirty.check_invariants()
     }
 
     /// Worker → job: every job in a worker's running set is a RUNNING job
