@@ -3,7 +3,7 @@
 //! waits on disk.
 
 use crate::actors::server::PERSISTENCE_THREAD;
-use crate::scheduler::Job;
+use crate::scheduler::JobRow;
 use crate::store::{JobStore, StoreError};
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
@@ -18,7 +18,7 @@ use std::time::Instant;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StageRows {
-    pub rows: Vec<Job>,
+    pub rows: Vec<JobRow>,
 }
 
 /// Coordinator → persistence: write these rows and commit them, with every
@@ -28,7 +28,7 @@ pub struct StageRows {
 #[rtype(result = "Result<(), StoreError>")]
 pub struct CommitBatch {
     pub number: u64,
-    pub rows: Vec<Job>,
+    pub rows: Vec<JobRow>,
 }
 
 /// Where the coordinator sends its rows.
@@ -123,7 +123,7 @@ mod tests {
     use super::*;
     use crate::config::Synchronous;
     use crate::protocol::JobState;
-    use crate::store::tests::job;
+    use crate::store::tests::row;
 
     #[actix_rt::test]
     async fn a_batch_whose_staging_failed_is_not_committed_and_the_next_one_is() {
@@ -132,8 +132,8 @@ mod tests {
         let store = JobStore::open(&path, Synchronous::Full).expect("open");
         let log = Logger::root(slog::Discard, slog::o!());
         let persistence = Persistence::start(store, log);
-        let first = job(1, JobState::Queued);
-        let mut clash = job(2, JobState::Queued);
+        let first = row(1, JobState::Queued);
+        let mut clash = row(2, JobState::Queued);
         clash.idempotency_key = first.idempotency_key.clone();
         let staged = StageRows {
             rows: vec![first, clash],
@@ -141,13 +141,13 @@ mod tests {
         persistence.do_send(staged);
         let failed = persistence.send(CommitBatch {
             number: 1,
-            rows: vec![job(3, JobState::Queued)],
+            rows: vec![row(3, JobState::Queued)],
         });
         let err = failed.await.expect("answered").expect_err("staging failed");
         assert!(err.reason.contains("UNIQUE"), "{err}");
         let retried = persistence.send(CommitBatch {
             number: 2,
-            rows: vec![job(4, JobState::Queued)],
+            rows: vec![row(4, JobState::Queued)],
         });
         retried
             .await

@@ -23,29 +23,42 @@ pub enum RequeueRefused {
 }
 
 impl CoordinatorState {
-    /// QUEUED or RETRY_WAIT: CANCELLED at once. RUNNING: the lease is
-    /// revoked, the worker is sent `TaskCancel`, the attempt ends as
-    /// cancelled, and the job is CANCELLED.
+    /// QUEUED or RETRY_WAIT: CANCELLED at once. RUNNING: the attempt ends
+    /// as cancelled, the job is CANCELLED, its worker slot is freed and the
+    /// worker is sent `TaskCancel`. Every non-terminal state may move to
+    /// CANCELLED, so a refused move is a bug: it is logged, nothing
+    /// changes, and the answer is a refusal naming the job's state.
     pub fn cancel(&mut self, id: JobId, now: i64) -> Result<(), CancelRefused> {
         let state = self.jobs.get(&id).ok_or(CancelRefused::NotFound)?.state;
         if state.is_terminal() {
             return Err(CancelRefused::AlreadyFinished(state));
         }
-        if state == JobState::Running {
-            self.revoke_attempt(id);
-        }
-        info!(self.log, "job cancelled"; "job" => %id, "was" => %state);
-        self.transition(id, JobState::Cancelled, now, |job| {
+        let attempt = (state == JobState::Running)
+            .then(|| self.current_attempt(id))
+            .flatten();
+        let cancelled = self.transition(id, JobState::Cancelled, now, |job| {
             job.end_attempt(AttemptOutcome::Cancelled, now);
             job.error = Some("cancelled by a client".into());
             job.lease = None;
             job.next_retry_at = None;
         });
-        Ok(())
+        match cancelled {
+            Ok(()) => {
+                info!(self.log, "job cancelled"; "job" => %id, "was" => %state);
+                self.revoke_attempt(id, attempt);
+                Ok(())
+            }
+            Err(refused) => {
+                self.log_refused("cancel", &refused);
+                Err(CancelRefused::AlreadyFinished(state))
+            }
+        }
     }
 
     /// Puts a FAILED or CANCELLED job back to QUEUED with a fresh attempt
     /// budget, keeping its history. It is ordered as if submitted now.
+    /// Both states may move to QUEUED, so a refused move is a bug: it is
+    /// logged, nothing changes, and the answer names the job's state.
     pub fn requeue(&mut self, id: JobId, now: i64) -> Result<(), RequeueRefused> {
         let state = self.jobs.get(&id).ok_or(RequeueRefused::NotFound)?.state;
         if !matches!(state, JobState::Failed | JobState::Cancelled) {
@@ -54,8 +67,7 @@ impl CoordinatorState {
         if self.active_jobs >= self.policy.max_active_jobs {
             return Err(RequeueRefused::Admission(self.admission_refusal()));
         }
-        info!(self.log, "job requeued"; "job" => %id, "was" => %state);
-        self.transition(id, JobState::Queued, now, |job| {
+        let requeued = self.transition(id, JobState::Queued, now, |job| {
             job.attempts = 0;
             job.error = None;
             job.result = None;
@@ -63,7 +75,16 @@ impl CoordinatorState {
             job.finished_at = None;
             job.not_before = Some(now);
         });
-        Ok(())
+        match requeued {
+            Ok(()) => {
+                info!(self.log, "job requeued"; "job" => %id, "was" => %state);
+                Ok(())
+            }
+            Err(refused) => {
+                self.log_refused("requeue", &refused);
+                Err(RequeueRefused::NotFailed(state))
+            }
+        }
     }
 
     /// Requeues every FAILED job (of `task_type`, if given), oldest first,

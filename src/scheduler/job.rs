@@ -7,8 +7,11 @@ use crate::protocol::{
 use crate::scheduler::queues::effective_level;
 use std::sync::Arc;
 
-/// One job as the coordinator holds it in memory and as it is stored in one
-/// database row. Only the `Coordinator` mutates it, through `JobTable`.
+/// One job as the coordinator holds it in memory, and as
+/// `JobStore::load_all` reads it back (its job row plus its `attempts`
+/// rows). Only `CoordinatorState`'s methods change it, every state move
+/// through `CoordinatorState::transition`, and only the `Coordinator`
+/// actor (the single writer) calls them. A batch writes it as a `JobRow`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
     pub id: JobId,

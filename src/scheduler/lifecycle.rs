@@ -1,30 +1,19 @@
-//! What happens to jobs as workers come, run tasks, go silent or vanish, and
-//! as time passes: assignment, results, attempt failure, the periodic sweep
-//! and recovery after a restart.
+//! What happens to jobs as workers come, run tasks, go silent or vanish:
+//! registration, assignment, results and attempt failure. The periodic
+//! sweep is in `sweep`, recovery after a restart in `recovery`.
 
 use crate::protocol::{
     Attempt, AttemptOutcome, CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId,
 };
-use crate::scheduler::job::{Job, Progress};
-use crate::scheduler::state::{CoordinatorState, Effect};
+use crate::scheduler::job::Progress;
+use crate::scheduler::state::{CoordinatorState, Effect, TransitionRefused};
 use crate::scheduler::workers::SessionId;
 use slog::{debug, info, warn};
-
-/// Error text of a job whose final attempt was interrupted by a restart.
-pub const RESTARTED_DURING_FINAL_ATTEMPT: &str = "restarted during final attempt";
 
 /// A result that did not match the job's current attempt and was dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleResult {
     pub reason: String,
-}
-
-/// What recovery did with the loaded rows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RecoverySummary {
-    pub loaded: usize,
-    pub requeued: usize,
-    pub failed: usize,
 }
 
 impl CoordinatorState {
@@ -51,7 +40,9 @@ impl CoordinatorState {
                 reason: "replaced by a newer connection".into(),
             };
             for job in old.running {
-                self.fail_attempt(job, lost.clone(), now);
+                if let Err(refused) = self.fail_attempt(job, lost.clone(), now) {
+                    self.log_refused("worker replaced", &refused);
+                }
             }
         }
         info!(self.log, "worker registered"; "worker" => %worker, "capacity" => capacity);
@@ -88,11 +79,15 @@ impl CoordinatorState {
             reason: reason.to_string(),
         };
         for job in entry.running {
-            self.fail_attempt(job, lost.clone(), now);
+            if let Err(refused) = self.fail_attempt(job, lost.clone(), now) {
+                self.log_refused("worker lost", &refused);
+            }
         }
     }
 
     /// Applies a task result if it belongs to the job's current attempt.
+    /// The worker's slot is released only once the job has left RUNNING; a
+    /// refused move (a bug, logged) leaves job and slot as they were.
     pub fn task_result(
         &mut self,
         worker: &WorkerId,
@@ -118,15 +113,14 @@ impl CoordinatorState {
                   "worker" => %worker, "reason" => &reason);
             return Err(StaleResult { reason });
         };
-        self.workers.finish_job(&owner, job_id);
-        match outcome {
+        let ended = match outcome {
             TaskOutcome::Succeeded(result) if result.len() > self.policy.max_result_bytes => {
                 let error = format!(
                     "result of {} bytes exceeds max-result-bytes ({})",
                     result.len(),
                     self.policy.max_result_bytes
                 );
-                self.end_attempt_failed(job_id, AttemptOutcome::Failed { error }, false, now);
+                self.end_attempt_failed(job_id, AttemptOutcome::Failed { error }, false, now)
             }
             TaskOutcome::Succeeded(result) => {
                 debug!(self.log, "job succeeded"; "job" => %job_id, "worker" => %owner);
@@ -135,12 +129,16 @@ impl CoordinatorState {
                     job.result = Some(result.into());
                     job.error = None;
                     job.lease = None;
-                });
+                })
             }
             TaskOutcome::Failed { error, retryable } => {
                 let outcome = AttemptOutcome::Failed { error };
-                self.end_attempt_failed(job_id, outcome, retryable, now);
+                self.end_attempt_failed(job_id, outcome, retryable, now)
             }
+        };
+        match ended {
+            Ok(()) => self.workers.finish_job(&owner, job_id),
+            Err(refused) => self.log_refused("task result", &refused),
         }
         Ok(())
     }
@@ -156,23 +154,29 @@ impl CoordinatorState {
 
     /// Ends the current attempt of a RUNNING job unsuccessfully and retries
     /// it while its budget lasts. See `end_attempt_failed`.
-    pub(super) fn fail_attempt(&mut self, job_id: JobId, outcome: AttemptOutcome, now: i64) {
-        self.end_attempt_failed(job_id, outcome, true, now);
+    pub(super) fn fail_attempt(
+        &mut self,
+        job_id: JobId,
+        outcome: AttemptOutcome,
+        now: i64,
+    ) -> Result<(), TransitionRefused> {
+        self.end_attempt_failed(job_id, outcome, true, now)
     }
 
     /// Ends the current attempt of a RUNNING job unsuccessfully: RETRY_WAIT
     /// with a backoff delay while budget remains and the failure is
-    /// retryable, else FAILED with the outcome as its error. The caller has
-    /// already released the worker's slot (or lost the worker).
+    /// retryable, else FAILED with the outcome as its error. The worker's
+    /// slot is the caller's: it releases it (or has lost the worker) once
+    /// this returns `Ok`. On `Err` nothing changed.
     fn end_attempt_failed(
         &mut self,
         job_id: JobId,
         outcome: AttemptOutcome,
         retryable: bool,
         now: i64,
-    ) {
+    ) -> Result<(), TransitionRefused> {
         let Some(job) = self.jobs.get(&job_id) else {
-            return;
+            return Err(TransitionRefused::UnknownJob(job_id));
         };
         let error = match &outcome {
             AttemptOutcome::Failed { error } => error.clone(),
@@ -188,7 +192,7 @@ impl CoordinatorState {
                 job.next_retry_at = Some(due);
                 job.error = Some(error);
                 job.lease = None;
-            });
+            })
         } else {
             warn!(self.log, "job failed"; "job" => %job_id, "attempts" => job.attempts,
                   "error" => &error);
@@ -196,12 +200,14 @@ impl CoordinatorState {
                 job.end_attempt(outcome, now);
                 job.error = Some(error);
                 job.lease = None;
-            });
+            })
         }
     }
 
     /// Assigns queued jobs, best first, to the least-loaded worker with a
-    /// free slot for each, until no queued job has such a worker.
+    /// free slot for each, until no queued job has such a worker. A refused
+    /// assignment (a bug, logged) ends the pass: the job it refused stays
+    /// at the head of its queue, and the loop must not pick it forever.
     pub fn schedule(&mut self, now: i64) {
         loop {
             let workers = &self.workers;
@@ -212,11 +218,22 @@ impl CoordinatorState {
             let Some((job_id, Some(worker))) = best else {
                 return;
             };
-            self.assign(job_id, worker, now);
+            if let Err(refused) = self.assign(job_id, worker, now) {
+                self.log_refused("assign", &refused);
+                return;
+            }
         }
     }
 
-    fn assign(&mut self, job_id: JobId, worker: WorkerId, now: i64) {
+    /// Starts a new attempt of a QUEUED job on `worker`: RUNNING under a
+    /// fresh lease, counted against the worker's capacity, and a
+    /// `TaskAssign` for it. If the move is refused none of that happens.
+    fn assign(
+        &mut self,
+        job_id: JobId,
+        worker: WorkerId,
+        now: i64,
+    ) -> Result<(), TransitionRefused> {
         let lease = LeaseId::new_random();
         let assigned_to = worker.clone();
         self.transition(job_id, JobState::Running, now, move |job| {
@@ -233,10 +250,10 @@ impl CoordinatorState {
             job.worker_id = Some(assigned_to);
             job.assigned_at = Some(now);
             job.next_retry_at = None;
-        });
+        })?;
         self.workers.start_job(&worker, job_id);
         let (Some(job), Some(entry)) = (self.jobs.get(&job_id), self.workers.get(&worker)) else {
-            return;
+            return Ok(());
         };
         debug!(self.log, "job assigned"; "job" => %job_id, "worker" => %worker,
                "lease" => %lease, "attempt" => job.attempts);
@@ -250,48 +267,20 @@ impl CoordinatorState {
                 timeout_ms: job.timeout_ms,
             },
         });
+        Ok(())
     }
 
-    /// The periodic pass, in order: dead workers, expired deadlines, due
-    /// retries, due delayed jobs, then scheduling.
-    pub fn sweep(&mut self, now: i64) {
-        self.detect_dead_workers(now);
-        self.detect_expired_deadlines(now);
-        self.promote_due_retries(now);
-        self.release_due_delays(now);
-        self.schedule(now);
+    /// The worker and lease of the job's current attempt, if it has one.
+    pub(super) fn current_attempt(&self, job_id: JobId) -> Option<(WorkerId, LeaseId)> {
+        let job = self.jobs.get(&job_id)?;
+        Some((job.worker_id.clone()?, job.lease?))
     }
 
-    fn detect_dead_workers(&mut self, now: i64) {
-        let timeout = i64::try_from(self.policy.heartbeat_timeout_ms).unwrap_or(i64::MAX);
-        for (worker, session) in self.workers.silent_since(now.saturating_sub(timeout)) {
-            let reason = format!("no heartbeat for {timeout} ms");
-            self.effects.push(Effect::CloseWorker {
-                session,
-                reason: reason.clone(),
-            });
-            self.worker_lost(&worker, session, &reason, now);
-        }
-    }
-
-    fn detect_expired_deadlines(&mut self, now: i64) {
-        while let Some(&(deadline, job_id)) = self.deadlines.first() {
-            if deadline >= now {
-                break;
-            }
-            self.revoke_attempt(job_id);
-            let timeout_ms = self.jobs.get(&job_id).map_or(0, |j| j.timeout_ms);
-            self.fail_attempt(job_id, AttemptOutcome::TimedOut { timeout_ms }, now);
-        }
-    }
-
-    /// Frees the worker slot of a running job and tells the worker, best
-    /// effort, to stop it. The lease is cleared by the following transition.
-    pub(super) fn revoke_attempt(&mut self, job_id: JobId) {
-        let Some(job) = self.jobs.get(&job_id) else {
-            return;
-        };
-        let (Some(worker), Some(lease)) = (job.worker_id.clone(), job.lease) else {
+    /// Frees the worker slot `attempt` (from `current_attempt`, read before
+    /// the job left RUNNING) held and tells the worker, best effort, to
+    /// stop it.
+    pub(super) fn revoke_attempt(&mut self, job_id: JobId, attempt: Option<(WorkerId, LeaseId)>) {
+        let Some((worker, lease)) = attempt else {
             return;
         };
         self.workers.finish_job(&worker, job_id);
@@ -301,72 +290,5 @@ impl CoordinatorState {
                 frame: CoordinatorToWorker::TaskCancel { job_id, lease },
             });
         }
-    }
-
-    /// Moves delayed QUEUED jobs whose time has come into the ready queues.
-    fn release_due_delays(&mut self, now: i64) {
-        while let Some(&(due, job_id)) = self.delayed.first() {
-            if due > now {
-                break;
-            }
-            self.delayed.remove(&(due, job_id));
-            if let Some(job) = self.jobs.get(&job_id) {
-                self.queues
-                    .push(&job.task_type, job.priority, job.ready_key());
-            }
-        }
-    }
-
-    fn promote_due_retries(&mut self, now: i64) {
-        while let Some(&(due, job_id)) = self.retries.first() {
-            if due > now {
-                break;
-            }
-            self.transition(job_id, JobState::Queued, now, |job| {
-                job.next_retry_at = None
-            });
-        }
-    }
-
-    /// Loads every stored row. RUNNING rows (their attempt's outcome is
-    /// unknown) are requeued while budget remains, else FAILED; all other
-    /// rows load as they are. The sequence resumes past the largest stored.
-    pub fn recover(&mut self, rows: Vec<Job>, now: i64) -> RecoverySummary {
-        let mut summary = RecoverySummary {
-            loaded: rows.len(),
-            ..Default::default()
-        };
-        for mut job in rows {
-            self.next_sequence = self.next_sequence.max(job.sequence + 1);
-            let interrupted = job.state == JobState::Running;
-            if interrupted {
-                let budget_left = job.attempts < job.max_attempts;
-                let target = if budget_left {
-                    JobState::Queued
-                } else {
-                    JobState::Failed
-                };
-                job.state = JobState::Running.transition(target).unwrap_or(target);
-                if budget_left {
-                    summary.requeued += 1;
-                } else {
-                    job.error = Some(RESTARTED_DURING_FINAL_ATTEMPT.to_string());
-                    job.finished_at = Some(now);
-                    summary.failed += 1;
-                }
-                job.end_attempt(AttemptOutcome::Interrupted, now);
-                job.lease = None;
-                job.updated_at = now;
-            }
-            if !job.state.is_terminal() {
-                self.active_jobs += 1;
-            }
-            let id = job.id;
-            self.insert(job, now);
-            if interrupted {
-                self.mark_dirty(id);
-            }
-        }
-        summary
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod control;
 pub mod counts;
+mod dirty;
 pub mod hash_map;
 pub mod job;
 pub mod lifecycle;
@@ -10,10 +11,16 @@ pub mod metrics;
 pub mod observe;
 pub mod queries;
 pub mod queues;
+pub mod recovery;
 pub mod retry;
+pub mod row;
 pub mod state;
+pub mod submission;
+pub mod sweep;
 pub mod workers;
 
+#[cfg(test)]
+mod invariant_tests;
 #[cfg(test)]
 mod ordering_tests;
 #[cfg(test)]
@@ -21,9 +28,11 @@ mod tests;
 
 pub use control::{CancelRefused, RequeueRefused};
 pub use job::Job;
-pub use lifecycle::{RecoverySummary, StaleResult, RESTARTED_DURING_FINAL_ATTEMPT};
+pub use lifecycle::StaleResult;
 pub use metrics::Metrics;
 pub use observe::{JobPage, PageCursor, QueueDepth, StatsSnapshot};
+pub use recovery::{RecoverySummary, RESTARTED_DURING_FINAL_ATTEMPT};
 pub use retry::RetryPolicy;
-pub use state::{CoordinatorState, Effect, Policy};
+pub use row::JobRow;
+pub use state::{CoordinatorState, Effect, Policy, TransitionRefused};
 pub use workers::SessionId;

@@ -1,7 +1,8 @@
 //! Read-only views of the coordinator's state: job and worker snapshots,
 //! pages of jobs, and the invariant check tests run after every step.
 
-use crate::protocol::{JobId, JobList, JobState, JobView, WorkerView};
+use crate::protocol::{JobId, JobList, JobState, JobView, WorkerId, WorkerView};
+use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::Job;
 use crate::scheduler::state::CoordinatorState;
 use crate::scheduler::workers::SessionId;
@@ -125,6 +126,54 @@ impl CoordinatorState {
                 self.deadlines.len()
             ));
         }
+        self.check_running_sets()?;
+        self.workers.check_invariants()?;
+        self.check_listing_index()?;
+        self.dirty.check_invariants()
+    }
+
+    /// Worker → job: every job in a worker's running set is a RUNNING job
+    /// assigned to that worker, and no job is in two running sets.
+    fn check_running_sets(&self) -> Result<(), String> {
+        let mut owner: HashMap<JobId, &WorkerId> = HashMap::default();
+        for (worker, entry) in self.workers.entries() {
+            for id in &entry.running {
+                let Some(job) = self.jobs.get(id) else {
+                    return Err(format!("worker {worker} runs unknown job {id}"));
+                };
+                if job.state != JobState::Running || job.worker_id.as_ref() != Some(worker) {
+                    return Err(format!(
+                        "worker {worker} runs job {id}, which is {} on worker {:?}",
+                        job.state,
+                        job.worker_id.as_ref().map(|w| w.0.as_str())
+                    ));
+                }
+                if let Some(other) = owner.insert(*id, worker) {
+                    return Err(format!(
+                        "job {id} is in the running sets of {other} and {worker}"
+                    ));
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// `by_sequence` holds exactly one order key per job, its current one.
+    fn check_listing_index(&self) -> Result<(), String> {
+        if self.by_sequence.len() != self.jobs.len() {
+            return Err(format!(
+                "{} jobs, {} in submission order",
+                self.jobs.len(),
+                self.by_sequence.len()
+            ));
+        }
+        match self
+            .jobs
+            .values()
+            .find(|j| !self.by_sequence.contains(&j.order_key()))
+        {
+            Some(job) => Err(format!("job {} is missing from submission order", job.id)),
+            None => Ok(()),
+        }
     }
 }

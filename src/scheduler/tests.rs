@@ -26,7 +26,7 @@ fn state() -> CoordinatorState {
     CoordinatorState::new(policy(), slog::Logger::root(slog::Discard, slog::o!()))
 }
 
-fn echo(message: &str) -> SubmitRequest {
+pub(super) fn echo(message: &str) -> SubmitRequest {
     SubmitRequest::new("echo", encode_json(&json!({ "message": message })))
 }
 
@@ -41,7 +41,17 @@ fn accepted(answer: SubmitAnswer) -> JobId {
     }
 }
 
-fn w(name: &str) -> WorkerId {
+/// Every job as the database returns it once its rows are committed:
+/// whole, without the progress only memory holds.
+pub(super) fn stored_rows(s: &CoordinatorState) -> Vec<Job> {
+    let stored = |job: &Job| Job {
+        progress: None,
+        ..job.clone()
+    };
+    s.jobs.values().map(|job| stored(job)).collect()
+}
+
+pub(super) fn w(name: &str) -> WorkerId {
     WorkerId(name.into())
 }
 
@@ -376,7 +386,8 @@ fn same_idempotency_key_returns_the_same_job_also_after_recovery() {
         ..echo("x")
     };
     let first = accepted(s.submit(keyed(), 0));
-    let rows = s.take_dirty();
+    s.take_dirty();
+    let rows = stored_rows(&s);
     assert_eq!(accepted(s.submit(keyed(), 1)), first);
     assert!(!s.has_dirty(), "the repeat stored nothing");
     assert_eq!(s.list(None, 10, 0).len(), 1);
@@ -466,7 +477,7 @@ fn a_delayed_job_waits_for_its_time_also_after_recovery() {
     s.schedule(0);
     consistent(&s);
     assert!(assignments(&s.take_effects()).is_empty());
-    let rows = s.take_dirty();
+    let rows = stored_rows(&s);
 
     let mut recovered = state();
     recovered.recover(rows, 500);
@@ -516,5 +527,44 @@ fn cancel_and_requeue_keep_the_admission_count_and_indexes_right() {
     assert_eq!(
         s.requeue(running, 4),
         Err(RequeueRefused::NotFailed(JobState::Running))
+    );
+}
+
+#[test]
+fn a_refused_transition_changes_nothing_and_names_the_move() {
+    let mut s = state();
+    let job = accepted(s.submit(echo("x"), 0));
+    s.take_dirty();
+    let before = s.job(job).cloned();
+    let refused = s.transition(job, JobState::Succeeded, 1, |j| j.attempts = 99);
+    assert_eq!(
+        refused,
+        Err(TransitionRefused::Illegal {
+            job,
+            from: JobState::Queued,
+            to: JobState::Succeeded
+        })
+    );
+    assert_eq!(s.job(job).cloned(), before, "update was not run");
+    assert!(!s.has_dirty());
+    consistent(&s);
+    let unknown = JobId::mint();
+    assert_eq!(
+        s.transition(unknown, JobState::Running, 1, |_| {}),
+        Err(TransitionRefused::UnknownJob(unknown))
+    );
+}
+
+#[test]
+fn the_invariant_check_names_a_slot_held_for_a_job_that_is_not_running() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], 0);
+    let job = accepted(s.submit(echo("x"), 0));
+    consistent(&s);
+    s.workers.start_job(&w("a"), job);
+    let err = s.check_invariants().expect_err("a leaked slot");
+    assert!(
+        err.contains(&job.to_string()) && err.contains("worker a"),
+        "{err}"
     );
 }

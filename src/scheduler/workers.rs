@@ -220,6 +220,70 @@ impl WorkerRegistry {
         views.into_iter().map(|(_, v)| v).collect()
     }
 
+    /// Every registered worker with its entry, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (&WorkerId, &WorkerEntry)> + '_ {
+        self.workers.iter()
+    }
+
+    /// Verifies the registry's own indexes; for tests. A worker is in
+    /// `free[t]`, under its current load, exactly when it advertises `t`,
+    /// is not draining and runs fewer jobs than its capacity; `free` holds
+    /// nothing else and no empty set; `advertisers[t]` counts the workers
+    /// advertising `t`; no worker runs more jobs than its capacity.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut expected_free = 0;
+        let mut advertisers: HashMap<&str, usize> = HashMap::default();
+        for (id, entry) in &self.workers {
+            if entry.running.len() as u64 > u64::from(entry.capacity) {
+                return Err(format!(
+                    "worker {id} runs {} jobs, capacity {}",
+                    entry.running.len(),
+                    entry.capacity
+                ));
+            }
+            let key = entry.load_key(id);
+            for t in &entry.task_types {
+                *advertisers.entry(t).or_default() += 1;
+                let indexed = self.free.get(t).is_some_and(|set| set.contains(&key));
+                if indexed != entry.has_free_slot() {
+                    return Err(format!(
+                        "worker {id} (running {}/{}, draining {}) {} the free index of {t:?}",
+                        entry.running.len(),
+                        entry.capacity,
+                        entry.draining,
+                        if indexed { "is in" } else { "is missing from" }
+                    ));
+                }
+                expected_free += usize::from(indexed);
+            }
+        }
+        if let Some((t, _)) = self.free.iter().find(|(_, set)| set.is_empty()) {
+            return Err(format!("empty free set kept for {t:?}"));
+        }
+        let indexed: usize = self.free.values().map(BTreeSet::len).sum();
+        if indexed != expected_free {
+            return Err(format!(
+                "{indexed} free-index entries, {expected_free} expected: a stale load key"
+            ));
+        }
+        for (t, n) in &self.advertisers {
+            let counted = advertisers.get(t.as_str()).copied().unwrap_or(0);
+            if *n != counted {
+                return Err(format!(
+                    "{t:?} has {n} advertisers counted, {counted} registered"
+                ));
+            }
+        }
+        if advertisers.len() != self.advertisers.len() {
+            return Err(format!(
+                "{} task types advertised, {} counted",
+                advertisers.len(),
+                self.advertisers.len()
+            ));
+        }
+        Ok(())
+    }
+
     fn update(&mut self, id: &WorkerId, change: impl FnOnce(&mut WorkerEntry)) {
         let Some(mut entry) = self.workers.remove(id) else {
             return;
@@ -304,6 +368,7 @@ mod tests {
         assert_eq!(r.least_loaded("echo"), None);
         r.finish_job(&w("a"), job);
         assert_eq!(r.least_loaded("echo"), Some(&w("a")));
+        r.check_invariants().expect("indexes right");
     }
 
     #[test]
@@ -330,6 +395,7 @@ mod tests {
         r.set_draining(&w("b"));
         assert!(!r.has_free("echo"));
         assert!(r.views().iter().all(|v| v.draining));
+        r.check_invariants().expect("draining workers are not free");
     }
 
     #[test]

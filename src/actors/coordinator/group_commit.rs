@@ -27,7 +27,7 @@ pub const COMMIT_RETRY_DELAY: Duration = Duration::from_secs(1);
 pub const STAGE_MIN_ROWS: usize = 16;
 
 /// Where the rows to persist come from (the coordinator's state).
-pub trait DirtyRows {
+pub trait RowSource {
     type Row;
     /// How many rows `take_dirty` would return.
     fn dirty_count(&self) -> usize;
@@ -164,7 +164,7 @@ impl<E: HeldEffect> GroupCommit<E> {
     /// in order) are held behind the batch that will carry the step's
     /// changes (or the newest batch sent, if the step changed nothing
     /// unsent), then the batch is sent, staged or held back.
-    pub fn step<D: DirtyRows>(
+    pub fn step<D: RowSource>(
         &mut self,
         effects: impl IntoIterator<Item = E>,
         rows: &mut D,
@@ -196,7 +196,7 @@ impl<E: HeldEffect> GroupCommit<E> {
     }
 
     /// Persistence answered the commit of batch `batch`.
-    pub fn committed<D: DirtyRows>(
+    pub fn committed<D: RowSource>(
         &mut self,
         batch: u64,
         result: Result<(), String>,
@@ -252,7 +252,7 @@ impl<E: HeldEffect> GroupCommit<E> {
     }
 
     /// A timer asked for by `ArmTimer` fired.
-    pub fn timer_fired<D: DirtyRows>(&mut self, timer: Timer, rows: &mut D) -> Commands<D::Row, E> {
+    pub fn timer_fired<D: RowSource>(&mut self, timer: Timer, rows: &mut D) -> Commands<D::Row, E> {
         let mut out = Vec::new();
         match timer {
             Timer::Coalesce => {
@@ -278,7 +278,7 @@ impl<E: HeldEffect> GroupCommit<E> {
 
     /// Stop gracefully: commit what is pending without waiting for results,
     /// then `Stop`; or `Stop` anyway once the shutdown timeout has passed.
-    pub fn stop_requested<D: DirtyRows>(&mut self, rows: &mut D) -> Commands<D::Row, E> {
+    pub fn stop_requested<D: RowSource>(&mut self, rows: &mut D) -> Commands<D::Row, E> {
         let mut out = Vec::new();
         if self.stopping {
             return out;
@@ -318,12 +318,12 @@ impl<E: HeldEffect> GroupCommit<E> {
 
     /// True when changes wait for the next batch (dirty, or staged but not
     /// committed).
-    fn has_unsent<D: DirtyRows>(&self, rows: &D) -> bool {
+    fn has_unsent<D: RowSource>(&self, rows: &D) -> bool {
         rows.dirty_count() > 0 || !self.staged.is_empty()
     }
 
     /// Changes that are not durable: in the batch in flight, staged, or dirty.
-    fn not_durable<D: DirtyRows>(&self, rows: &D) -> usize {
+    fn not_durable<D: RowSource>(&self, rows: &D) -> usize {
         self.in_flight.as_ref().map_or(0, Vec::len) + self.staged.len() + rows.dirty_count()
     }
 
@@ -336,7 +336,7 @@ impl<E: HeldEffect> GroupCommit<E> {
     /// whole round of results (and the assignments they free slots for).
     /// With no round outstanding (an idle system) a change goes at once; a
     /// stopping coordinator waits for nothing.
-    fn flush<D: DirtyRows>(&mut self, rows: &mut D, out: &mut Commands<D::Row, E>) {
+    fn flush<D: RowSource>(&mut self, rows: &mut D, out: &mut Commands<D::Row, E>) {
         if self.stopped {
             return;
         }
@@ -387,7 +387,7 @@ impl<E: HeldEffect> GroupCommit<E> {
 
     /// Writes the dirty rows ahead of their batch's commit, once there are
     /// enough to be worth a message.
-    fn stage<D: DirtyRows>(&mut self, rows: &mut D, out: &mut Commands<D::Row, E>) {
+    fn stage<D: RowSource>(&mut self, rows: &mut D, out: &mut Commands<D::Row, E>) {
         if rows.dirty_count() < STAGE_MIN_ROWS {
             return;
         }

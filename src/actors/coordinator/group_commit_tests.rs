@@ -58,7 +58,7 @@ impl Rows {
     }
 }
 
-impl DirtyRows for Rows {
+impl RowSource for Rows {
     type Row = Row;
 
     fn dirty_count(&self) -> usize {

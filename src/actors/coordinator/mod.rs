@@ -12,7 +12,7 @@ use crate::actors::outbox::{Delivery, SendToWorker};
 use crate::actors::persistence::{CommitBatch, PersistenceLink, StageRows};
 use crate::clock::Clock;
 use crate::protocol::{CoordinatorToWorker, JobId};
-use crate::scheduler::{CoordinatorState, Effect, Job, SessionId};
+use crate::scheduler::{CoordinatorState, Effect, JobRow, SessionId};
 use actix::{Actor, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture};
 use slog::{debug, error, info, Logger};
 use std::collections::HashMap;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use group_commit::{
-    Command, CommitStats, DirtyRows, GroupCommit, HeldEffect, Outage, Timer, COMMIT_RETRY_DELAY,
+    Command, CommitStats, GroupCommit, HeldEffect, Outage, RowSource, Timer, COMMIT_RETRY_DELAY,
     STAGE_MIN_ROWS,
 };
 pub use messages::*;
@@ -50,18 +50,18 @@ pub struct Coordinator {
     log: Logger,
 }
 
-impl DirtyRows for CoordinatorState {
-    type Row = Job;
+impl RowSource for CoordinatorState {
+    type Row = JobRow;
 
     fn dirty_count(&self) -> usize {
         self.dirty_rows()
     }
 
-    fn take_dirty(&mut self) -> Vec<Job> {
+    fn take_dirty(&mut self) -> Vec<JobRow> {
         CoordinatorState::take_dirty(self)
     }
 
-    fn job_of(row: &Job) -> JobId {
+    fn job_of(row: &JobRow) -> JobId {
         row.id
     }
 
@@ -121,7 +121,7 @@ impl Coordinator {
         self.apply(commands, ctx);
     }
 
-    fn apply(&mut self, commands: Vec<Command<Job, Delivery>>, ctx: &mut Context<Self>) {
+    fn apply(&mut self, commands: Vec<Command<JobRow, Delivery>>, ctx: &mut Context<Self>) {
         for command in commands {
             match command {
                 Command::Stage(rows) => self.persistence.stage.do_send(StageRows { rows }),
@@ -164,7 +164,7 @@ impl Coordinator {
         }
     }
 
-    fn send_commit(&mut self, batch: u64, rows: Vec<Job>, ctx: &mut Context<Self>) {
+    fn send_commit(&mut self, batch: u64, rows: Vec<JobRow>, ctx: &mut Context<Self>) {
         let started = actix::clock::Instant::now();
         let commit = self.persistence.commit.send(CommitBatch {
             number: batch,

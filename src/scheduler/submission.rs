@@ -1,0 +1,131 @@
+//! Submission: what a client may ask for (the limits), how a request is
+//! validated, and admission under `max-active-jobs`. A rejected
+//! submission changes nothing; an accepted one is a new QUEUED job.
+
+use crate::protocol::payloads;
+use crate::protocol::{JobId, JobState, SubmitAnswer, SubmitRejected, SubmitRequest};
+use crate::scheduler::job::Job;
+use crate::scheduler::state::CoordinatorState;
+use slog::debug;
+
+/// Largest attempt budget a submission may ask for.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
+/// Longest accepted idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+/// Furthest a submission may be delayed: one year.
+pub const MAX_DELAY_MS: u64 = 366 * 24 * 60 * 60 * 1000;
+
+impl CoordinatorState {
+    /// Admits a job if it is valid and below `max-active-jobs`. A rejected
+    /// submission changes nothing.
+    /// A key seen before returns the original job's id and creates nothing.
+    pub fn submit(&mut self, req: SubmitRequest, now: i64) -> SubmitAnswer {
+        let existing = req
+            .idempotency_key
+            .as_ref()
+            .and_then(|key| self.idempotency.get(key))
+            .and_then(|id| self.jobs.get(id));
+        if let Some(job) = existing {
+            return SubmitAnswer::Accepted {
+                job_id: job.id,
+                no_worker: !self.workers.advertised(&job.task_type),
+            };
+        }
+        let job = match self.admit(req, now) {
+            Ok(job) => job,
+            Err(reason) => {
+                self.metrics.rejected += 1;
+                return SubmitAnswer::Rejected(SubmitRejected { reason });
+            }
+        };
+        self.metrics.submitted += 1;
+        let (job_id, no_worker) = (job.id, !self.workers.advertised(&job.task_type));
+        // debug, not info: one line per job is a formatted write per job
+        // at full load, and release builds compile debug lines out.
+        debug!(self.log, "job submitted"; "job" => %job_id, "task_type" => &job.task_type,
+              "priority" => %job.priority, "sequence" => job.sequence);
+        self.next_sequence += 1;
+        self.active_jobs += 1;
+        self.insert(job, now);
+        self.mark_dirty(job_id);
+        SubmitAnswer::Accepted { job_id, no_worker }
+    }
+
+    fn admit(&self, req: SubmitRequest, now: i64) -> Result<Job, String> {
+        let (max_attempts, timeout_ms) = self.validate(&req)?;
+        if self.active_jobs >= self.policy.max_active_jobs {
+            return Err(self.admission_refusal());
+        }
+        // Scheduling compares only the head of each FIFO, which is right only
+        // while sequence order is also submission-time order (the oldest job
+        // of a level is then its highest effective level). A wall clock that
+        // steps back must not break that, so submission time never decreases.
+        let submitted_at = now.max(self.latest_submission);
+        let not_before = req
+            .delay_ms
+            .map(|d| submitted_at.saturating_add(i64::try_from(d).unwrap_or(i64::MAX)));
+        Ok(Job {
+            id: JobId::mint(),
+            task_type: req.task_type,
+            payload: req.payload.into(),
+            priority: req.priority,
+            sequence: self.next_sequence,
+            submitted_at,
+            state: JobState::Queued,
+            attempts: 0,
+            max_attempts,
+            timeout_ms,
+            lease: None,
+            worker_id: None,
+            assigned_at: None,
+            next_retry_at: None,
+            result: None,
+            error: None,
+            idempotency_key: req.idempotency_key,
+            not_before,
+            updated_at: submitted_at,
+            finished_at: None,
+            history: Vec::new(),
+            progress: None,
+        })
+    }
+
+    /// Checks every field of a submission; the error names the field.
+    /// Returns the effective attempt budget and per-attempt timeout.
+    fn validate(&self, req: &SubmitRequest) -> Result<(u32, u64), String> {
+        if req.payload.len() > self.policy.max_payload_bytes {
+            return Err(format!(
+                "payload: {} bytes exceeds max-payload-bytes ({})",
+                req.payload.len(),
+                self.policy.max_payload_bytes
+            ));
+        }
+        payloads::validate(&req.task_type, &req.payload).map_err(|e| e.to_string())?;
+        let max_attempts = req.max_attempts.unwrap_or(self.policy.default_max_attempts);
+        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
+            return Err(format!(
+                "max_attempts: {max_attempts} is outside 1..={MAX_ATTEMPTS_LIMIT}"
+            ));
+        }
+        let timeout_ms = req.timeout_ms.unwrap_or(self.policy.default_timeout_ms);
+        if timeout_ms == 0 {
+            return Err("timeout_ms: must be at least 1".to_string());
+        }
+        if req.delay_ms.is_some_and(|d| d > MAX_DELAY_MS) {
+            return Err(format!(
+                "delay_ms: more than {MAX_DELAY_MS} ms (a year) ahead"
+            ));
+        }
+        match &req.idempotency_key {
+            Some(key) if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_BYTES => Err(format!(
+                "idempotency_key: must be 1 to {MAX_IDEMPOTENCY_KEY_BYTES} bytes"
+            )),
+            _ => Ok((max_attempts, timeout_ms)),
+        }
+    }
+
+    /// The typed reason a submission or requeue is refused at the limit.
+    pub(super) fn admission_refusal(&self) -> String {
+        format!("max-active-jobs ({}) reached", self.policy.max_active_jobs)
+    }
+}
