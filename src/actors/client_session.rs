@@ -13,6 +13,7 @@ use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Running, StreamHandler, WrapFuture,
 };
 use slog::debug;
+use std::collections::VecDeque;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +32,42 @@ impl SessionPhase for Phase {
 pub struct ClientSession<W: AsyncWrite + Unpin + 'static> {
     coordinator: Addr<Coordinator>,
     io: SessionIo<Phase, ClientMessage, CoordinatorToClient, W>,
-    /// Requests forwarded whose answers have not been written yet.
-    in_flight: usize,
+    in_flight: InFlight,
+}
+
+/// The requests of one connection that count against
+/// `max-in-flight-requests`: forwarded and not answered yet, or answered
+/// with an answer the socket has not taken whole. So a client that does not
+/// read its answers cannot have more requests served.
+#[derive(Debug, Default)]
+struct InFlight {
+    /// Forwarded to the coordinator; no answer yet.
+    unanswered: usize,
+    /// For each answer queued but perhaps not on the socket yet, the stream
+    /// offset where it ends (ascending).
+    unwritten: VecDeque<u64>,
+}
+
+impl InFlight {
+    /// How many requests are in flight once the socket has taken the
+    /// stream up to `written`.
+    fn count(&mut self, written: u64) -> usize {
+        while self.unwritten.front().is_some_and(|&end| end <= written) {
+            self.unwritten.pop_front();
+        }
+        self.unanswered + self.unwritten.len()
+    }
+
+    fn forwarded(&mut self) {
+        self.unanswered += 1;
+    }
+
+    /// An answer arrived; `end` is where it ends in the stream, or `None`
+    /// when it was not written (the session is closing).
+    fn answered(&mut self, end: Option<u64>) {
+        self.unanswered = self.unanswered.saturating_sub(1);
+        self.unwritten.extend(end);
+    }
 }
 
 impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
@@ -48,7 +83,7 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
             ClientSession {
                 coordinator,
                 io: SessionIo::open(read, write, conn, log, ctx),
-                in_flight: 0,
+                in_flight: InFlight::default(),
             }
         })
     }
@@ -56,7 +91,7 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
     fn forward(&mut self, request_id: u64, request: ClientRequest, ctx: &mut Context<Self>) {
         debug!(self.io.log(), "client request"; "request_id" => request_id);
         let limit = self.io.policy().max_in_flight;
-        if self.in_flight >= limit {
+        if self.in_flight.count(self.io.written()) >= limit {
             let reason = format!("max-in-flight-requests ({limit}) reached on this connection");
             self.io.write(CoordinatorToClient::Response {
                 request_id,
@@ -64,7 +99,7 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
             });
             return;
         }
-        self.in_flight += 1;
+        self.in_flight.forwarded();
         let command = ClientCommand {
             reply_to: ctx.address().recipient(),
             request_id,
@@ -139,12 +174,29 @@ impl<W: AsyncWrite + Unpin + 'static> Handler<ClientAnswer> for ClientSession<W>
     type Result = ();
 
     fn handle(&mut self, m: ClientAnswer, _: &mut Context<Self>) {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        if !self.io.is_closing() {
+        let end = (!self.io.is_closing()).then(|| {
             self.io.write(CoordinatorToClient::Response {
                 request_id: m.request_id,
                 response: m.response,
-            });
-        }
+            })
+        });
+        self.in_flight.answered(end);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InFlight;
+
+    #[test]
+    fn an_answer_counts_until_the_socket_has_taken_all_of_it() {
+        let mut in_flight = InFlight::default();
+        in_flight.forwarded();
+        in_flight.forwarded();
+        assert_eq!(in_flight.count(0), 2);
+        in_flight.answered(Some(100));
+        in_flight.answered(None);
+        assert_eq!(in_flight.count(99), 1);
+        assert_eq!(in_flight.count(100), 0);
     }
 }

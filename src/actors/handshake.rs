@@ -3,6 +3,7 @@
 //! the handshake timeout; then frames no larger than the limit.
 
 use crate::actors::listener::Slot;
+use crate::actors::write_budget::UnwrittenBytes;
 use crate::protocol::{Hello, Role, PROTOCOL_VERSION};
 use crate::security::Secret;
 use slog::Logger;
@@ -21,8 +22,14 @@ pub struct ListenerPolicy {
     pub max_frame_bytes: usize,
     /// A connection without a valid `Hello` by then is closed.
     pub handshake_timeout: Duration,
-    /// Client requests forwarded but not yet answered, per connection.
+    /// Client requests forwarded whose answers are not yet written to the
+    /// socket, per connection.
     pub max_in_flight: usize,
+    /// A session stops reading frames while more than this many bytes it
+    /// encoded are not yet taken by the socket.
+    pub max_unwritten_bytes: usize,
+    /// The listener's sessions' unwritten bytes, summed.
+    pub unwritten: UnwrittenBytes,
 }
 
 impl ListenerPolicy {
@@ -99,6 +106,8 @@ mod tests {
             max_frame_bytes: 1024,
             handshake_timeout: Duration::from_secs(5),
             max_in_flight: 8,
+            max_unwritten_bytes: 4096,
+            unwritten: UnwrittenBytes::default(),
         }
     }
 

@@ -11,6 +11,7 @@ pub mod server;
 pub mod session_io;
 pub mod sweeper;
 pub mod worker_session;
+pub mod write_budget;
 
 pub use coordinator::Coordinator;
 pub use server::{CoordinatorHandle, CoordinatorServer, StartError, StopOutcome};

@@ -9,6 +9,7 @@ use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Sl
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
 use crate::actors::worker_session::WorkerSession;
+use crate::actors::write_budget::UnwrittenBytes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
 use crate::protocol::Role;
@@ -54,6 +55,9 @@ pub struct CoordinatorServer {
     pub http_addr: Option<SocketAddr>,
     pub coordinator: Addr<Coordinator>,
     pub recovery: RecoverySummary,
+    /// Answers encoded for client connections and not yet taken by their
+    /// sockets, summed over every client connection.
+    pub client_unwritten: UnwrittenBytes,
 }
 
 impl CoordinatorServer {
@@ -66,6 +70,7 @@ impl CoordinatorServer {
     ) -> Result<CoordinatorServer, StartError> {
         let started = Instant::now();
         let listeners = Listeners::from_config(config)?;
+        let client_unwritten = listeners.client.unwritten.clone();
         let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
         if config.sqlite_preallocate_wal {
             preallocate_wal(&store, &log);
@@ -110,6 +115,7 @@ impl CoordinatorServer {
             http_addr,
             coordinator,
             recovery,
+            client_unwritten,
         })
     }
 }
@@ -201,6 +207,13 @@ impl Listeners {
             max_frame_bytes: config.max_frame_bytes,
             handshake_timeout: Duration::from_millis(config.handshake_timeout_millis),
             max_in_flight: config.max_in_flight_requests,
+            // What the coordinator writes to a worker is bounded by its
+            // capacity, so only client reads wait for their answers.
+            max_unwritten_bytes: match role {
+                Role::Client => config.max_unwritten_answer_bytes,
+                Role::Worker => usize::MAX,
+            },
+            unwritten: UnwrittenBytes::default(),
         };
         let tls = match config.tls_enabled() {
             true => Some(
@@ -284,6 +297,8 @@ pub struct CoordinatorHandle {
     pub worker_addr: SocketAddr,
     pub http_addr: Option<SocketAddr>,
     pub recovery: RecoverySummary,
+    /// See [`CoordinatorServer::client_unwritten`].
+    pub client_unwritten: UnwrittenBytes,
     coordinator: Addr<Coordinator>,
     system: actix::System,
     /// Ends with the actor system's exit code.
@@ -328,6 +343,7 @@ impl CoordinatorHandle {
             worker_addr: server.worker_addr,
             http_addr: server.http_addr,
             recovery: server.recovery,
+            client_unwritten: server.client_unwritten,
             coordinator: server.coordinator,
             system,
             thread: Some(thread),

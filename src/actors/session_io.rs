@@ -9,12 +9,14 @@
 //! actor, so the peer always receives the error frame that explains the close.
 
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
+use crate::actors::write_budget::{CountingEncoder, CountingWrite, Gated, WriteMeter};
 use crate::protocol::{CoordinatorToClient, CoordinatorToWorker, FrameCodec, ProtocolError, Role};
 use actix::io::{FramedWrite, WriteHandler};
 use actix::{Actor, ActorContext, AsyncContext, Context, Running, StreamHandler};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use slog::{warn, Logger};
+use std::rc::Rc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::FramedRead;
 
@@ -55,12 +57,16 @@ impl SessionFrame for CoordinatorToWorker {
 /// One connection of a session: it reads `In` frames, writes `Out` frames
 /// to `W`, and is in phase `P`. Owns the connection's `SessionContext`, so
 /// the listener's slot is held exactly as long as the session.
+///
+/// Reading pauses while more than the listener's `max_unwritten_bytes` are
+/// encoded but not yet taken by the socket (see `write_budget`).
 pub struct SessionIo<P, In, Out, W>
 where
     Out: SessionFrame,
     W: AsyncWrite + Unpin + 'static,
 {
-    writer: FramedWrite<Out, W, FrameCodec<In, Out>>,
+    writer: FramedWrite<Out, CountingWrite<W>, CountingEncoder<FrameCodec<In, Out>>>,
+    meter: Rc<WriteMeter>,
     phase: P,
     conn: SessionContext,
     log: Logger,
@@ -90,12 +96,17 @@ where
         R: AsyncRead + Unpin + 'static,
     {
         let max_frame_bytes = conn.policy.max_frame_bytes;
-        ctx.add_stream(FramedRead::new(
-            read,
-            FrameCodec::<In, Out>::new(max_frame_bytes),
-        ));
+        let meter = WriteMeter::new(
+            conn.policy.max_unwritten_bytes,
+            conn.policy.unwritten.clone(),
+        );
+        let frames = FramedRead::new(read, FrameCodec::<In, Out>::new(max_frame_bytes));
+        ctx.add_stream(Gated::new(frames, Rc::clone(&meter)));
+        let write = CountingWrite::new(write, Rc::clone(&meter));
+        let encoder = CountingEncoder::new(FrameCodec::new(max_frame_bytes), Rc::clone(&meter));
         SessionIo {
-            writer: FramedWrite::new(write, FrameCodec::new(max_frame_bytes), ctx),
+            writer: FramedWrite::new(write, encoder, ctx),
+            meter,
             phase: P::AWAITING_HELLO,
             conn,
             log,
@@ -126,10 +137,18 @@ where
         self.phase == P::CLOSING
     }
 
-    /// Queues `frame`. An encoding error reaches `WriteHandler::error`,
-    /// which ends the session.
-    pub fn write(&mut self, frame: Out) {
+    /// Queues `frame` and returns the offset in the connection's byte
+    /// stream where it ends: it is on the socket once
+    /// [`SessionIo::written`] reaches that offset. An encoding error
+    /// reaches `WriteHandler::error`, which ends the session.
+    pub fn write(&mut self, frame: Out) -> u64 {
         self.writer.write(frame);
+        self.meter.queued()
+    }
+
+    /// How far into the connection's byte stream the socket has accepted.
+    pub fn written(&self) -> u64 {
+        self.meter.written()
     }
 
     /// Marks the session closing and closes the writer once what is queued

@@ -68,6 +68,9 @@ config_struct! {
         max_connections: usize = 1024,
         /// Requests one client connection may have waiting for answers.
         max_in_flight_requests: usize = 64,
+        /// A client connection stops having its requests read while more
+        /// than this many bytes of answers wait to be taken by its socket.
+        max_unwritten_answer_bytes: usize = 4 * 1024 * 1024,
         /// A connection without a valid Hello by then is closed.
         handshake_timeout_millis: u64 = 5000,
         /// error, warn, info, debug or trace.
@@ -206,6 +209,11 @@ impl Validate for CoordinatorConfig {
         at_least(
             "max-in-flight-requests",
             self.max_in_flight_requests as u64,
+            1,
+        )?;
+        at_least(
+            "max-unwritten-answer-bytes",
+            self.max_unwritten_answer_bytes as u64,
             1,
         )?;
         at_least(

@@ -8,6 +8,7 @@ pub mod http;
 pub mod jobs;
 pub mod processes;
 pub mod proxy;
+pub mod raw_client;
 pub mod raw_worker;
 pub mod rng;
 pub mod tasks;

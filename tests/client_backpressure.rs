@@ -1,0 +1,158 @@
+//! A client that pipelines requests and never reads the answers must not
+//! make the coordinator hold more than a bounded amount of answers for it,
+//! and what it held is released when it disconnects.
+
+mod common;
+
+use common::raw_client::{self, request_frame};
+use common::{jobs, wait_until, Cluster};
+use serde_json::json;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use taskyard::actors::client_session::ClientSession;
+use taskyard::actors::handshake::{ListenerPolicy, SessionContext};
+use taskyard::actors::write_budget::UnwrittenBytes;
+use taskyard::actors::CoordinatorServer;
+use taskyard::clock::SystemClock;
+use taskyard::protocol::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const BUDGET: usize = 64 * 1024;
+const ANSWER_BYTES: usize = 10 * 1024;
+
+/// A queued job (no worker runs `nobody`) whose `Status` answer is about
+/// `ANSWER_BYTES` long.
+fn big_job(client: &mut taskyard::client::Client) -> JobId {
+    let payload = json!({ "filler": "x".repeat(ANSWER_BYTES) });
+    jobs::submit(client, jobs::request("nobody", payload))
+}
+
+#[test]
+fn a_client_that_never_reads_cannot_grow_the_coordinator_and_is_forgotten_when_it_leaves() {
+    let cluster = Cluster::start_configured(|c| c.max_unwritten_answer_bytes = BUDGET);
+    let job_id = big_job(&mut cluster.client());
+    let unwritten = cluster.coordinator().client_unwritten.clone();
+    let max_in_flight = 64;
+    let bound = (BUDGET + (max_in_flight + 1) * (ANSWER_BYTES + 1024)) as u64;
+
+    let mut hostile = raw_client::connect(&cluster.client_addr());
+    hostile
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let mut peak = 0;
+    for request_id in 0..10_000 {
+        let status = request_frame(request_id, ClientRequest::Status { job_id });
+        if hostile.write_all(&status).is_err() {
+            break; // the coordinator stopped reading: backpressure reached us
+        }
+        peak = peak.max(unwritten.get());
+    }
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(10));
+        peak = peak.max(unwritten.get());
+    }
+    assert!(
+        peak <= bound,
+        "the coordinator held {peak} unwritten answer bytes for one client (bound {bound})"
+    );
+    assert!(peak > 0, "the hostile client got answers");
+
+    drop(hostile);
+    wait_until(
+        "the disconnected client's answers to be released",
+        Duration::from_secs(10),
+        || unwritten.get() == 0,
+    );
+    let mut client = cluster.client();
+    assert_eq!(jobs::status(&mut client, job_id).job_id, job_id);
+}
+
+/// A session over an in-memory pipe of `pipe_bytes`, under `policy`.
+fn session(
+    server: &CoordinatorServer,
+    policy: &Arc<ListenerPolicy>,
+    pipe_bytes: usize,
+) -> tokio::io::DuplexStream {
+    let (ours, theirs) = tokio::io::duplex(pipe_bytes);
+    let (read, write) = tokio::io::split(theirs);
+    let peer = SocketAddr::from(([127, 0, 0, 1], 9));
+    let log = common::quiet_log();
+    let conn = SessionContext::new(Arc::clone(policy), peer, None, &log);
+    ClientSession::start(read, write, server.coordinator.clone(), conn);
+    ours
+}
+
+#[actix_rt::test]
+async fn a_request_stays_in_flight_until_its_answer_is_written_to_the_socket() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = common::coordinator_config(dir.path());
+    config.http_listen = String::new();
+    let server = CoordinatorServer::start(&config, Arc::new(SystemClock), common::quiet_log())
+        .await
+        .expect("coordinator starts");
+    let addr = server.client_addr.to_string();
+    let job_id = actix_rt::task::spawn_blocking(move || {
+        big_job(&mut taskyard::client::Client::connect(&addr).expect("connect"))
+    })
+    .await
+    .expect("join");
+    let unwritten = UnwrittenBytes::default();
+    let policy = Arc::new(ListenerPolicy {
+        role: Role::Client,
+        token: None,
+        max_frame_bytes: config.max_frame_bytes,
+        handshake_timeout: Duration::from_secs(5),
+        max_in_flight: 2,
+        max_unwritten_bytes: usize::MAX,
+        unwritten: unwritten.clone(),
+    });
+    let mut peer = session(&server, &policy, 256);
+    let hello = raw_client::frame(&ClientMessage::Hello(Hello::new(Role::Client, None)));
+    peer.write_all(&hello).await.expect("hello");
+    for request_id in 0..2 {
+        let status = request_frame(request_id, ClientRequest::Status { job_id });
+        peer.write_all(&status).await.expect("request");
+    }
+    let answered = async {
+        while unwritten.get() < (2 * ANSWER_BYTES - 1024) as u64 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), answered)
+        .await
+        .expect("both answers queued behind the full pipe");
+    for request_id in 2..6 {
+        let status = request_frame(request_id, ClientRequest::Status { job_id });
+        peer.write_all(&status).await.expect("request");
+    }
+    let read_six = async {
+        let mut answers = Vec::new();
+        while answers.len() < 6 {
+            if let CoordinatorToClient::Response { response, .. } = read_frame(&mut peer).await {
+                answers.push(response);
+            }
+        }
+        answers
+    };
+    let answers = tokio::time::timeout(Duration::from_secs(10), read_six)
+        .await
+        .expect("six answers");
+    let overloaded = answers
+        .iter()
+        .filter(|r| matches!(r, ClientResponse::Overloaded { reason } if reason.contains("max-in-flight-requests (2)")))
+        .count();
+    let jobs = answers
+        .iter()
+        .filter(|r| matches!(r, ClientResponse::Job(_)))
+        .count();
+    assert_eq!((jobs, overloaded), (2, 4), "Job and Overloaded answers");
+}
+
+async fn read_frame(peer: &mut tokio::io::DuplexStream) -> CoordinatorToClient {
+    let len = peer.read_u32().await.expect("a frame header") as usize;
+    let mut body = vec![0u8; len];
+    peer.read_exact(&mut body).await.expect("a frame body");
+    rmp_serde::from_slice(&body).expect("a well-formed frame")
+}
