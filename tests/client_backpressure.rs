@@ -107,6 +107,7 @@ async fn a_request_stays_in_flight_until_its_answer_is_written_to_the_socket() {
         max_in_flight: 2,
         max_unwritten_bytes: usize::MAX,
         unwritten: unwritten.clone(),
+        idle_timeout: None,
     });
     let mut peer = session(&server, &policy, 256);
     let hello = raw_client::frame(&ClientMessage::Hello(Hello::new(Role::Client, None)));

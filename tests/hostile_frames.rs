@@ -179,6 +179,7 @@ async fn ten_thousand_hostile_inputs_leave_the_coordinator_serving_and_the_datab
         max_in_flight: config.max_in_flight_requests,
         max_unwritten_bytes: config.max_unwritten_answer_bytes,
         unwritten: Default::default(),
+        idle_timeout: None,
     });
     let cases = generate_cases();
     assert_eq!(cases.len(), CASES);

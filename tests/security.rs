@@ -171,6 +171,7 @@ fn submit_run_and_result_over_tls_and_plaintext_is_refused_cleanly() {
         token: Some(Secret::new(CLIENT_TOKEN)),
         tls_ca: Some(ca),
         tls_server_name: "localhost".into(),
+        ..ClientOptions::default()
     };
     let mut client = Client::connect_with(&cluster.client_addr(), &tls).expect("TLS connect");
     let job = submit(

@@ -6,14 +6,16 @@ use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::ClientAnswer;
 use crate::actors::session_io::{SessionIo, SessionPhase};
 use crate::protocol::{
-    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, ProtocolError,
+    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, ProtocolError, IDLE_CLOSED,
 };
+use actix::clock::Instant;
 use actix::io::WriteHandler;
 use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Running, StreamHandler, WrapFuture,
 };
 use slog::debug;
 use std::collections::VecDeque;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +35,9 @@ pub struct ClientSession<W: AsyncWrite + Unpin + 'static> {
     coordinator: Addr<Coordinator>,
     io: SessionIo<Phase, ClientMessage, CoordinatorToClient, W>,
     in_flight: InFlight,
+    /// When the last request arrived (or the connection opened, or a
+    /// request was last seen in flight): the idle timeout counts from here.
+    last_request: Instant,
 }
 
 /// The requests of one connection that count against
@@ -84,8 +89,55 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
                 coordinator,
                 io: SessionIo::open(read, write, conn, log, ctx),
                 in_flight: InFlight::default(),
+                last_request: Instant::now(),
             }
         })
+    }
+
+    /// Checks again after `after`, or not at all without an idle timeout.
+    fn arm_idle_timer(&self, after: Duration, ctx: &mut Context<Self>) {
+        if self.io.policy().idle_timeout.is_some() {
+            ctx.run_later(after, |act, ctx| act.check_idle(ctx));
+        }
+    }
+
+    /// Closes a connection that has had no request for the idle timeout and
+    /// has none in flight (an answer still being computed or written counts
+    /// as activity); otherwise re-arms for when it would be idle that long.
+    fn check_idle(&mut self, ctx: &mut Context<Self>) {
+        let Some(timeout) = self.io.policy().idle_timeout else {
+            return;
+        };
+        if self.io.is_closing() {
+            return;
+        }
+        let now = Instant::now();
+        if self.in_flight.count(self.io.written()) > 0 {
+            self.last_request = now;
+        }
+        let idle = now.saturating_duration_since(self.last_request);
+        if idle < timeout {
+            return self.arm_idle_timer(timeout - idle, ctx);
+        }
+        let message = format!(
+            "{IDLE_CLOSED}: no request for client-idle-timeout-millis ({}); \
+             send Ping to keep a connection open",
+            timeout.as_millis()
+        );
+        self.io.close_with_error_bounded(message, ctx);
+    }
+
+    fn request(&mut self, request_id: u64, request: ClientRequest, ctx: &mut Context<Self>) {
+        self.last_request = Instant::now();
+        match request {
+            ClientRequest::Ping => {
+                self.io.write(CoordinatorToClient::Response {
+                    request_id,
+                    response: ClientResponse::Pong,
+                });
+            }
+            request => self.forward(request_id, request, ctx),
+        }
     }
 
     fn forward(&mut self, request_id: u64, request: ClientRequest, ctx: &mut Context<Self>) {
@@ -126,6 +178,9 @@ impl<W: AsyncWrite + Unpin + 'static> Actor for ClientSession<W> {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.io.arm_handshake_timer(ctx, |act| &mut act.io);
+        if let Some(timeout) = self.io.policy().idle_timeout {
+            self.arm_idle_timer(timeout, ctx);
+        }
     }
 }
 
@@ -152,7 +207,7 @@ impl<W: AsyncWrite + Unpin + 'static> StreamHandler<Result<ClientMessage, Protoc
                     request_id,
                     request,
                 }),
-            ) => self.forward(request_id, request, ctx),
+            ) => self.request(request_id, request, ctx),
             (_, Ok(_)) => self.io.close_with_error(
                 "unexpected frame: a client sends Hello first, then Requests".into(),
             ),

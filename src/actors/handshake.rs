@@ -30,6 +30,10 @@ pub struct ListenerPolicy {
     pub max_unwritten_bytes: usize,
     /// The listener's sessions' unwritten bytes, summed.
     pub unwritten: UnwrittenBytes,
+    /// A client connection with no request for this long (and none in
+    /// flight) is closed with an error frame. `None`: never (workers, whose
+    /// liveness is the heartbeat).
+    pub idle_timeout: Option<Duration>,
 }
 
 impl ListenerPolicy {
@@ -108,6 +112,7 @@ mod tests {
             max_in_flight: 8,
             max_unwritten_bytes: 4096,
             unwritten: UnwrittenBytes::default(),
+            idle_timeout: None,
         }
     }
 

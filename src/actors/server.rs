@@ -214,6 +214,10 @@ impl Listeners {
                 Role::Worker => usize::MAX,
             },
             unwritten: UnwrittenBytes::default(),
+            idle_timeout: match role {
+                Role::Client => Some(Duration::from_millis(config.client_idle_timeout_millis)),
+                Role::Worker => None,
+            },
         };
         let tls = match config.tls_enabled() {
             true => Some(

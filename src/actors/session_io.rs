@@ -165,6 +165,17 @@ where
         self.close();
     }
 
+    /// [`SessionIo::close_with_error`] for a peer that may not be reading:
+    /// if the error frame is not flushed within the handshake timeout the
+    /// session stops anyway, so not reading cannot keep a connection slot.
+    pub fn close_with_error_bounded<A>(&mut self, message: String, ctx: &mut Context<A>)
+    where
+        A: Actor<Context = Context<A>>,
+    {
+        self.close_with_error(message);
+        ctx.run_later(self.conn.policy.handshake_timeout, |_, ctx| ctx.stop());
+    }
+
     /// Arms the handshake timer: a session still awaiting its `Hello` after
     /// the listener's handshake timeout is closed with an error frame.
     /// `io` finds this `SessionIo` in the actor. Call from `Actor::started`.

@@ -189,6 +189,7 @@ fn client_options(cli: &Cli) -> Result<ClientOptions, CliError> {
         token,
         tls_ca: cli.tls_ca.clone(),
         tls_server_name: cli.tls_server_name.clone(),
+        ..ClientOptions::default()
     })
 }
 

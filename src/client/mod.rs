@@ -21,8 +21,8 @@ pub use error::ClientError;
 
 use crate::protocol::{
     ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello, JobId, JobList,
-    JobState, JobView, Role, SubmitAnswer, SubmitRequest, WorkerView, PROTOCOL_VERSION,
-    UNAUTHORIZED,
+    JobState, JobView, Role, SubmitAnswer, SubmitRequest, WorkerView, IDLE_CLOSED,
+    PROTOCOL_VERSION, UNAUTHORIZED,
 };
 use crate::security::{tls, Secret};
 use connection::Connection;
@@ -40,6 +40,11 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// `max-frame-bytes` so that a coordinator configured above the default can
 /// still answer a `List`; what we send is bounded by the coordinator itself.
 pub const CLIENT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// Default of [`ClientOptions::ping_after_idle`]: a tenth of the
+/// coordinator's default `client-idle-timeout-millis`.
+pub const PING_AFTER_IDLE: Duration = Duration::from_secs(30);
+const MIN_IDLE_TIMEOUT: Duration =
+    Duration::from_millis(crate::protocol::MIN_CLIENT_IDLE_TIMEOUT_MILLIS);
 
 /// What `Client::cancel` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,10 +67,22 @@ pub enum WaitOutcome {
 /// A connection to a coordinator that has accepted our `Hello`. Calls block
 /// until their answer arrives, and each answer is checked to carry the
 /// request id of the call that is waiting for it.
+///
+/// The coordinator closes client connections idle for
+/// `client-idle-timeout-millis`. A `Client` idle for longer than
+/// [`ClientOptions::ping_after_idle`] sends `Ping` before its next request
+/// and, if the connection turns out to be gone, opens a new one; a request
+/// answered by the coordinator's idle-close `Error` frame (which it sends
+/// before reading anything more) is sent again on a new connection. So a
+/// long-lived `Client` survives idle periods without ever sending a request
+/// twice.
 pub struct Client {
     addr: String,
+    options: ClientOptions,
     connection: Connection,
     next_request_id: u64,
+    /// When the last answer arrived (or the connection opened).
+    last_answer: Instant,
 }
 
 impl Client {
@@ -80,9 +97,21 @@ impl Client {
     pub fn connect_with(addr: &str, options: &ClientOptions) -> Result<Client, ClientError> {
         Ok(Client {
             addr: addr.to_string(),
+            options: options.clone(),
             connection: connect_handshaken(addr, options)?,
             next_request_id: 1,
+            last_answer: Instant::now(),
         })
+    }
+
+    /// Checks the connection is alive and resets the coordinator's idle
+    /// timer for it. Needed only to hold a connection open while idle; other
+    /// calls ping by themselves when they need to.
+    pub fn ping(&mut self) -> Result<(), ClientError> {
+        match self.exchange(ClientRequest::Ping)? {
+            ClientResponse::Pong => Ok(()),
+            other => Err(unexpected("Pong", &other)),
+        }
     }
 
     /// The address as given to `connect`.
@@ -231,9 +260,36 @@ impl Client {
         }
     }
 
+    /// Sends `request` on a live connection (see the type's documentation
+    /// for how idle connections are handled) and returns its answer.
+    fn request(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
+        if self.last_answer.elapsed() >= self.options.ping_after_idle && self.ping().is_err() {
+            self.reconnect()?;
+        }
+        // An answer this recent means the coordinator cannot have closed the
+        // connection as idle yet, so only a longer pause pays for a copy.
+        let resend = (self.last_answer.elapsed() >= MIN_IDLE_TIMEOUT).then(|| request.clone());
+        match (self.exchange(request), resend) {
+            (Err(ClientError::Refused { message }), Some(request))
+                if message.starts_with(IDLE_CLOSED) =>
+            {
+                self.reconnect()?;
+                self.exchange(request)
+            }
+            (answered, _) => answered,
+        }
+    }
+
+    /// A fresh connection in place of one the coordinator closed.
+    fn reconnect(&mut self) -> Result<(), ClientError> {
+        self.connection = connect_handshaken(&self.addr, &self.options)?;
+        self.last_answer = Instant::now();
+        Ok(())
+    }
+
     /// Sends `request` under the next request id and returns the answer
     /// carrying that id.
-    fn request(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
+    fn exchange(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
         let id = self.next_request_id;
         self.next_request_id += 1;
         self.connection.send(ClientMessage::Request {
@@ -241,6 +297,7 @@ impl Client {
             request,
         })?;
         let frame = self.connection.receive()?;
+        self.last_answer = Instant::now();
         let other = |got| format!("answer to request {got} while waiting for {id}");
         match response_to(id, frame, other)? {
             ClientResponse::Overloaded { reason } => Err(ClientError::Overloaded(reason)),
@@ -249,8 +306,9 @@ impl Client {
     }
 }
 
-/// How to reach a coordinator that requires a token or TLS.
-#[derive(Debug, Clone, Default)]
+/// How to reach a coordinator that requires a token or TLS, and how to
+/// keep an idle connection.
+#[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// The client token (`client-token` on the coordinator).
     pub token: Option<Secret>,
@@ -259,6 +317,21 @@ pub struct ClientOptions {
     pub tls_ca: Option<PathBuf>,
     /// The name in the coordinator's certificate; empty: the host of `addr`.
     pub tls_server_name: String,
+    /// Idle for longer than this, the client checks its connection with a
+    /// `Ping` before the next request (default [`PING_AFTER_IDLE`]). Keep it
+    /// below the coordinator's `client-idle-timeout-millis`.
+    pub ping_after_idle: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            token: None,
+            tls_ca: None,
+            tls_server_name: String::new(),
+            ping_after_idle: PING_AFTER_IDLE,
+        }
+    }
 }
 
 fn tls_stream(
@@ -372,6 +445,7 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::Requeued { .. } => "Requeued",
         ClientResponse::RequeueRefused { .. } => "RequeueRefused",
         ClientResponse::Overloaded { .. } => "Overloaded",
+        ClientResponse::Pong => "Pong",
     };
     ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
 }

@@ -73,6 +73,9 @@ config_struct! {
         max_unwritten_answer_bytes: usize = 4 * 1024 * 1024,
         /// A connection without a valid Hello by then is closed.
         handshake_timeout_millis: u64 = 5000,
+        /// A client connection with no request for this long is closed
+        /// with an error frame (clients keep idle connections open by Ping).
+        client_idle_timeout_millis: u64 = 300_000,
         /// error, warn, info, debug or trace.
         log_level: LogLevel = LogLevel::Info,
         /// text (human-readable) or json (one object per line).
@@ -220,6 +223,11 @@ impl Validate for CoordinatorConfig {
             "handshake-timeout-millis",
             self.handshake_timeout_millis,
             10,
+        )?;
+        at_least(
+            "client-idle-timeout-millis",
+            self.client_idle_timeout_millis,
+            crate::protocol::MIN_CLIENT_IDLE_TIMEOUT_MILLIS,
         )?;
         if self.tls_cert.as_os_str().is_empty() != self.tls_key.as_os_str().is_empty() {
             return Err(("tls-key".into(), "tls-cert and tls-key go together".into()));

@@ -10,6 +10,15 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The `Error` frame text for a missing or wrong token; clients match on it.
 pub const UNAUTHORIZED: &str = "unauthorized";
 
+/// How the `Error` frame closing an idle client connection begins. The
+/// coordinator read no request after it decided to close, so a client may
+/// resend on a new connection whatever it sent after that point.
+pub const IDLE_CLOSED: &str = "idle connection closed";
+
+/// The shortest `client-idle-timeout-millis` a coordinator accepts: a
+/// client that had an answer more recently cannot have been closed as idle.
+pub const MIN_CLIENT_IDLE_TIMEOUT_MILLIS: u64 = 100;
+
 /// Which listener a peer believes it is talking to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

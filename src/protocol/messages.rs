@@ -182,6 +182,10 @@ pub enum ClientRequest {
         #[serde(default)]
         task_type: Option<String>,
     },
+    /// Keeps an idle connection open (see `client-idle-timeout-millis`) and
+    /// checks that it is alive; answered `Pong` by the connection itself,
+    /// without touching any job.
+    Ping,
 }
 
 /// Frames a client sends.
@@ -244,6 +248,8 @@ pub enum ClientResponse {
     Overloaded {
         reason: String,
     },
+    /// The answer to `Ping`.
+    Pong,
 }
 
 /// Frames the coordinator sends to a client.

@@ -12,7 +12,9 @@ pub mod priority;
 pub mod views;
 
 pub use frame::{FrameCodec, ProtocolError, DEFAULT_MAX_FRAME_BYTES};
-pub use hello::{Hello, Role, PROTOCOL_VERSION, UNAUTHORIZED};
+pub use hello::{
+    Hello, Role, IDLE_CLOSED, MIN_CLIENT_IDLE_TIMEOUT_MILLIS, PROTOCOL_VERSION, UNAUTHORIZED,
+};
 pub use ids::{JobId, LeaseId, WorkerId};
 pub use job_state::{IllegalTransition, JobState};
 pub use messages::*;

@@ -211,6 +211,8 @@ impl Coordinator {
                 ClientResponse::Requeued { job_ids, refused }
             }
             ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views()),
+            // Sessions answer pings themselves; one forwarded here is harmless.
+            ClientRequest::Ping => ClientResponse::Pong,
         }
     }
 
