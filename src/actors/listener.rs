@@ -73,10 +73,53 @@ pub struct ListenerSetup {
     pub max_frame_bytes: usize,
 }
 
+/// Longest pause between accept attempts while they keep failing.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+/// First pause after a failed accept; doubles per failure in a row.
+const MIN_ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+
+/// The refusal for a connection taken with the spare descriptor.
+const OUT_OF_DESCRIPTORS: &str =
+    "too many connections: the coordinator is out of file descriptors \
+     (raise its open-files limit or lower max-connections)";
+
+/// True for the accept errors that mean the process (EMFILE) or the system
+/// (ENFILE) has no descriptor left for the connection waiting in the backlog.
+pub fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+/// One descriptor held in reserve (the libev/nginx trick). When accept
+/// fails for lack of descriptors, the connection stays in the backlog and
+/// the listener stays readable: without a way to take it, the loop would
+/// spin and the client would hang. Releasing the spare lets the loop accept
+/// it, tell it why in an error frame and close it; then the spare is taken
+/// back.
+struct Spare(Option<std::fs::File>);
+
+impl Spare {
+    fn open() -> Spare {
+        Spare(std::fs::File::open("/dev/null").ok())
+    }
+
+    /// Frees the descriptor; false when there was none to free.
+    fn release(&mut self) -> bool {
+        self.0.take().is_some()
+    }
+
+    fn restore(&mut self) {
+        if self.0.is_none() {
+            *self = Spare::open();
+        }
+    }
+}
+
 /// Accepts connections until the actix system stops, handing each to
-/// `start_session`. Accept errors (such as running out of file descriptors)
-/// are logged and retried after a short pause instead of spinning. Over the
-/// connection limit, a connection gets an error frame and is closed.
+/// `start_session`. Over the connection limit, a connection gets an error
+/// frame and is closed. Out of file descriptors, the spare descriptor is
+/// used to give the waiting connection the same kind of error frame; other
+/// accept errors are logged. Either way failures in a row back off
+/// (10 ms doubling to 1 s) instead of spinning.
 pub async fn accept_loop<F>(
     listener: TcpListener,
     setup: ListenerSetup,
@@ -86,12 +129,22 @@ pub async fn accept_loop<F>(
     F: Fn(Accepted) + Clone + 'static,
 {
     let setup = Arc::new(setup);
+    let mut spare = Spare::open();
+    let mut backoff = MIN_ACCEPT_BACKOFF;
     loop {
         let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
+            Ok(accepted) => {
+                backoff = MIN_ACCEPT_BACKOFF;
+                accepted
+            }
             Err(e) => {
-                warn!(log, "accept failed"; "error" => %e);
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                if out_of_descriptors(&e) {
+                    shed_one(&listener, &mut spare, &setup, &log).await;
+                } else {
+                    warn!(log, "accept failed"; "error" => %e);
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
                 continue;
             }
         };
@@ -117,6 +170,31 @@ pub async fn accept_loop<F>(
             }
         });
     }
+}
+
+/// Out of descriptors: frees the spare, accepts the waiting connection with
+/// it, refuses it with an error frame, and takes the spare back.
+async fn shed_one(listener: &TcpListener, spare: &mut Spare, setup: &ListenerSetup, log: &Logger) {
+    if !spare.release() {
+        warn!(log, "accept failed: out of file descriptors and no spare to refuse with";
+              "listener" => setup.name);
+        spare.restore();
+        return;
+    }
+    // The connection is already in the backlog; the timeout only guards
+    // against another thread having taken the freed descriptor first.
+    let accepted = tokio::time::timeout(MIN_ACCEPT_BACKOFF, listener.accept()).await;
+    if let Ok(Ok((stream, peer))) = accepted {
+        warn!(log, "connection refused"; "peer" => %peer, "listener" => setup.name,
+              "reason" => OUT_OF_DESCRIPTORS);
+        refuse(
+            stream,
+            OUT_OF_DESCRIPTORS.to_string(),
+            setup.max_frame_bytes,
+        )
+        .await;
+    }
+    spare.restore();
 }
 
 /// Runs the TLS handshake if the listener has TLS; plain halves otherwise.
@@ -178,5 +256,28 @@ mod tests {
         assert!(slots.take().is_none());
         drop(a);
         assert!(slots.take().is_some());
+    }
+
+    #[test]
+    fn only_running_out_of_descriptors_uses_the_spare() {
+        for errno in [libc::EMFILE, libc::ENFILE] {
+            assert!(out_of_descriptors(&std::io::Error::from_raw_os_error(
+                errno
+            )));
+        }
+        for errno in [libc::ECONNABORTED, libc::EINTR, libc::ENOBUFS] {
+            assert!(!out_of_descriptors(&std::io::Error::from_raw_os_error(
+                errno
+            )));
+        }
+    }
+
+    #[test]
+    fn the_spare_is_released_once_and_restored() {
+        let mut spare = Spare::open();
+        assert!(spare.release());
+        assert!(!spare.release(), "nothing left to release");
+        spare.restore();
+        assert!(spare.release());
     }
 }

@@ -5,6 +5,7 @@ pub mod client_session;
 pub mod coordinator;
 pub mod handshake;
 pub mod listener;
+pub mod open_files;
 pub mod outbox;
 pub mod persistence;
 pub mod server;

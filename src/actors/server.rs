@@ -6,6 +6,7 @@ use crate::actors::client_session::ClientSession;
 use crate::actors::coordinator::{Coordinator, Shutdown, NOT_DURABLE_EXIT_CODE};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
+use crate::actors::open_files;
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
 use crate::actors::worker_session::WorkerSession;
@@ -69,7 +70,8 @@ impl CoordinatorServer {
         log: Logger,
     ) -> Result<CoordinatorServer, StartError> {
         let started = Instant::now();
-        let listeners = Listeners::from_config(config)?;
+        let mut listeners = Listeners::from_config(config)?;
+        listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
         let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
         if config.sqlite_preallocate_wal {
