@@ -228,3 +228,39 @@ fn list_shows_the_base_priority_and_the_aged_effective_level() {
         .collect();
     assert_eq!(row[3..5], ["low", "high"], "{table}");
 }
+
+#[test]
+fn the_cli_pointed_at_the_http_port_says_so_and_exits_2() {
+    let cluster = Cluster::start(0, 1);
+    let http = cluster
+        .coordinator()
+        .http_addr
+        .expect("http on")
+        .to_string();
+    let output = taskyard(&http, &["list"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains(
+            "this is an HTTP port; the client port is the one in client-listen (default 7400)"
+        ),
+        "{stderr:?}"
+    );
+}
+
+#[test]
+fn the_plain_cli_pointed_at_a_tls_port_says_pass_tls_ca_and_exits_2() {
+    let certs = tempfile::tempdir().expect("dir");
+    let (_ca, cert, key) = tls::certificates(certs.path());
+    let cluster = Cluster::start_configured(|c| {
+        c.tls_cert = cert;
+        c.tls_key = key;
+    });
+    let output = taskyard(&cluster.client_addr(), &["list"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("this port speaks TLS: pass --tls-ca"),
+        "{stderr:?}"
+    );
+}

@@ -3,12 +3,13 @@
 
 mod common;
 
+use common::tls::certificates;
+
 use common::jobs::*;
 use common::*;
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use taskyard::client::{Client, ClientError, ClientOptions};
@@ -128,27 +129,6 @@ fn a_non_loopback_listener_without_tokens_refuses_to_start() {
         stderr.contains("tls-cert") && stderr.contains("allow-plaintext"),
         "{stderr}"
     );
-}
-
-/// A CA, and a certificate for `localhost` signed by it, as PEM files.
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().expect("ca key");
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).expect("ca");
-    let key = KeyPair::generate().expect("key");
-    let params = CertificateParams::new(vec!["localhost".to_string()]).expect("params");
-    let cert = params.signed_by(&key, &ca, &ca_key).expect("cert");
-    let paths = (
-        dir.join("ca.pem"),
-        dir.join("cert.pem"),
-        dir.join("key.pem"),
-    );
-    std::fs::write(&paths.0, ca.pem()).expect("write ca");
-    std::fs::write(&paths.1, cert.pem()).expect("write cert");
-    std::fs::write(&paths.2, key.serialize_pem()).expect("write key");
-    paths
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! TCP stream (plain or TLS), using the same `FrameCodec` as the async peers.
 
 use crate::client::ClientError;
-use crate::protocol::{ClientMessage, CoordinatorToClient, FrameCodec};
+use crate::protocol::{ClientMessage, CoordinatorToClient, FrameCodec, Role};
 use bytes::BytesMut;
 use std::io::{self, Read, Write};
 use std::time::Duration;
@@ -35,7 +35,7 @@ impl Connection {
     ) -> Self {
         Connection {
             stream,
-            codec: FrameCodec::new(max_frame_bytes),
+            codec: FrameCodec::new(max_frame_bytes).dialling(Role::Client),
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             write_buf: BytesMut::new(),
             read_timeout,

@@ -1,6 +1,7 @@
 //! Framing: a 4-byte big-endian length, then that many bytes of MessagePack
 //! with named fields.
 
+use crate::protocol::hello::Role;
 use bytes::{Buf, BufMut, BytesMut};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -28,6 +29,32 @@ pub enum ProtocolError {
     Io(#[from] io::Error),
     #[error("connection closed in the middle of a frame")]
     Truncated,
+    /// What came back is not taskyard at all but another protocol on the
+    /// port dialled; `hint` says which port to use or which flag to pass.
+    #[error("{hint}")]
+    WrongPort { hint: &'static str },
+}
+
+/// The hints of `ProtocolError::WrongPort`.
+pub const TLS_PORT_HINT: &str = "this port speaks TLS: pass --tls-ca";
+pub const HTTP_CLIENT_PORT_HINT: &str =
+    "this is an HTTP port; the client port is the one in client-listen (default 7400)";
+pub const HTTP_WORKER_PORT_HINT: &str =
+    "this is an HTTP port; the worker port is the one in worker-listen (default 7401)";
+
+/// What a frame header too large to be ours says about the server that sent
+/// it, for a peer dialling a coordinator's `role` port: a TLS record
+/// (content type 20-23, version 3.x; a TLS server answers a plain `Hello`
+/// with an alert) or an HTTP response.
+fn foreign_server(header: &[u8], role: Role) -> Option<&'static str> {
+    match header {
+        [0x14..=0x17, 0x03, ..] => Some(TLS_PORT_HINT),
+        [b'H', b'T', b'T', b'P', ..] => Some(match role {
+            Role::Client => HTTP_CLIENT_PORT_HINT,
+            Role::Worker => HTTP_WORKER_PORT_HINT,
+        }),
+        _ => None,
+    }
 }
 
 /// Decodes frames of `In` and encodes frames of `Out`. The length is checked
@@ -36,6 +63,8 @@ pub enum ProtocolError {
 /// calls: a partial frame stays in the buffer until it is complete.
 pub struct FrameCodec<In, Out> {
     max_frame_bytes: usize,
+    /// Set on the side that dials a coordinator's port for this role.
+    dialled: Option<Role>,
     _types: PhantomData<fn(Out) -> In>,
 }
 
@@ -43,14 +72,26 @@ impl<In, Out> FrameCodec<In, Out> {
     pub fn new(max_frame_bytes: usize) -> Self {
         FrameCodec {
             max_frame_bytes,
+            dialled: None,
             _types: PhantomData,
         }
+    }
+
+    /// For a peer that dialled the coordinator's `role` port: an oversized
+    /// first header that is really TLS or HTTP is reported as
+    /// `ProtocolError::WrongPort` saying what to do instead.
+    pub fn dialling(mut self, role: Role) -> Self {
+        self.dialled = Some(role);
+        self
     }
 }
 
 impl<In, Out> Clone for FrameCodec<In, Out> {
     fn clone(&self) -> Self {
-        FrameCodec::new(self.max_frame_bytes)
+        FrameCodec {
+            dialled: self.dialled,
+            ..FrameCodec::new(self.max_frame_bytes)
+        }
     }
 }
 
@@ -64,6 +105,9 @@ impl<In: DeserializeOwned, Out> Decoder for FrameCodec<In, Out> {
         }
         let size = (&src[..HEADER_BYTES]).get_u32() as usize;
         if size > self.max_frame_bytes {
+            if let Some(hint) = self.dialled.and_then(|role| foreign_server(src, role)) {
+                return Err(ProtocolError::WrongPort { hint });
+            }
             return Err(ProtocolError::FrameTooLarge {
                 size,
                 max: self.max_frame_bytes,
@@ -111,6 +155,28 @@ mod tests {
     use crate::protocol::ids::{JobId, LeaseId, WorkerId};
     use crate::protocol::job_state::JobState;
     use crate::protocol::*;
+
+    #[test]
+    fn a_dialling_peer_names_tls_and_http_instead_of_a_frame_size() {
+        let decode = |bytes: &[u8], role| {
+            let mut codec = FrameCodec::<ClientMessage, ClientMessage>::new(1024).dialling(role);
+            codec.decode(&mut BytesMut::from(bytes))
+        };
+        let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46];
+        let http = b"HTTP/1.1 400 Bad Request\r\n";
+        let hint = |r: Result<Option<ClientMessage>, ProtocolError>| match r {
+            Err(ProtocolError::WrongPort { hint }) => hint,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(hint(decode(&alert, Role::Client)), TLS_PORT_HINT);
+        assert_eq!(hint(decode(http, Role::Client)), HTTP_CLIENT_PORT_HINT);
+        assert_eq!(hint(decode(http, Role::Worker)), HTTP_WORKER_PORT_HINT);
+        let mut listening = FrameCodec::<ClientMessage, ClientMessage>::new(1024);
+        assert!(matches!(
+            listening.decode(&mut BytesMut::from(&http[..])),
+            Err(ProtocolError::FrameTooLarge { .. })
+        ));
+    }
 
     fn round_trip<T>(message: T)
     where

@@ -11,7 +11,10 @@ pub mod payloads;
 pub mod priority;
 pub mod views;
 
-pub use frame::{FrameCodec, ProtocolError, DEFAULT_MAX_FRAME_BYTES};
+pub use frame::{
+    FrameCodec, ProtocolError, DEFAULT_MAX_FRAME_BYTES, HTTP_CLIENT_PORT_HINT,
+    HTTP_WORKER_PORT_HINT, TLS_PORT_HINT,
+};
 pub use hello::{
     Hello, Role, IDLE_CLOSED, MIN_CLIENT_IDLE_TIMEOUT_MILLIS, PROTOCOL_VERSION, UNAUTHORIZED,
 };

@@ -102,7 +102,8 @@ pub async fn run(worker: Worker, shutdown: CancellationToken) {
 impl Worker {
     async fn connect_and_register(&self) -> Result<Connection, ConnectionError> {
         let stream = self.transport.connect().await?;
-        let mut conn = Framed::new(stream, FrameCodec::new(self.max_frame_bytes));
+        let codec = FrameCodec::new(self.max_frame_bytes).dialling(Role::Worker);
+        let mut conn = Framed::new(stream, codec);
         let token = self.transport.token.as_ref().map(Secret::expose);
         conn.send(WorkerMessage::Hello(Hello::new(Role::Worker, token)))
             .await?;
