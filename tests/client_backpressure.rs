@@ -5,7 +5,7 @@
 mod common;
 
 use common::raw_client::{self, request_frame};
-use common::{jobs, wait_until, Cluster};
+use common::{jobs, sessions, wait_until, Cluster};
 use serde_json::json;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -69,47 +69,23 @@ fn a_client_that_never_reads_cannot_grow_the_coordinator_and_is_forgotten_when_i
     assert_eq!(jobs::status(&mut client, job_id).job_id, job_id);
 }
 
-/// A session over an in-memory pipe of `pipe_bytes`, under `policy`.
-fn session(
-    server: &CoordinatorServer,
-    policy: &Arc<ListenerPolicy>,
-    pipe_bytes: usize,
-) -> tokio::io::DuplexStream {
-    let (ours, theirs) = tokio::io::duplex(pipe_bytes);
-    let (read, write) = tokio::io::split(theirs);
-    let peer = SocketAddr::from(([127, 0, 0, 1], 9));
-    let log = common::quiet_log();
-    let conn = SessionContext::new(Arc::clone(policy), peer, None, &log);
-    ClientSession::start(read, write, server.coordinator.clone(), conn);
-    ours
-}
-
 #[actix_rt::test]
 async fn a_request_stays_in_flight_until_its_answer_is_written_to_the_socket() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut config = common::coordinator_config(dir.path());
-    config.http_listen = String::new();
-    let server = CoordinatorServer::start(&config, Arc::new(SystemClock), common::quiet_log())
-        .await
-        .expect("coordinator starts");
+    let (server, config) = sessions::coordinator(dir.path()).await;
     let addr = server.client_addr.to_string();
     let job_id = actix_rt::task::spawn_blocking(move || {
         big_job(&mut taskyard::client::Client::connect(&addr).expect("connect"))
     })
     .await
     .expect("join");
-    let unwritten = UnwrittenBytes::default();
-    let policy = Arc::new(ListenerPolicy {
-        role: Role::Client,
-        token: None,
-        max_frame_bytes: config.max_frame_bytes,
-        handshake_timeout: Duration::from_secs(5),
+    let policy = ListenerPolicy {
         max_in_flight: 2,
         max_unwritten_bytes: usize::MAX,
-        unwritten: unwritten.clone(),
-        idle_timeout: None,
-    });
-    let mut peer = session(&server, &policy, 256);
+        ..sessions::client_policy(&config)
+    };
+    let unwritten = policy.unwritten.clone();
+    let mut peer = sessions::session(&server, policy, 256);
     let hello = raw_client::frame(&ClientMessage::Hello(Hello::new(Role::Client, None)));
     peer.write_all(&hello).await.expect("hello");
     for request_id in 0..2 {
@@ -131,7 +107,9 @@ async fn a_request_stays_in_flight_until_its_answer_is_written_to_the_socket() {
     let read_six = async {
         let mut answers = Vec::new();
         while answers.len() < 6 {
-            if let CoordinatorToClient::Response { response, .. } = read_frame(&mut peer).await {
+            if let CoordinatorToClient::Response { response, .. } =
+                sessions::read_frame(&mut peer).await.expect("a frame")
+            {
                 answers.push(response);
             }
         }
@@ -149,11 +127,4 @@ async fn a_request_stays_in_flight_until_its_answer_is_written_to_the_socket() {
         .filter(|r| matches!(r, ClientResponse::Job(_)))
         .count();
     assert_eq!((jobs, overloaded), (2, 4), "Job and Overloaded answers");
-}
-
-async fn read_frame(peer: &mut tokio::io::DuplexStream) -> CoordinatorToClient {
-    let len = peer.read_u32().await.expect("a frame header") as usize;
-    let mut body = vec![0u8; len];
-    peer.read_exact(&mut body).await.expect("a frame body");
-    rmp_serde::from_slice(&body).expect("a well-formed frame")
 }

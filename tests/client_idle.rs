@@ -5,7 +5,7 @@
 mod common;
 
 use common::raw_client::{self, read_frame};
-use common::{jobs, Cluster};
+use common::{jobs, sessions, Cluster};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,51 +20,26 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 const IDLE: Duration = Duration::from_millis(1000);
 
-async fn read(peer: &mut DuplexStream) -> Option<CoordinatorToClient> {
-    let len = peer.read_u32().await.ok()? as usize;
-    let mut body = vec![0u8; len];
-    peer.read_exact(&mut body).await.ok()?;
-    Some(rmp_serde::from_slice(&body).expect("a well-formed frame"))
-}
-
 async fn ping(peer: &mut DuplexStream, request_id: u64) -> Option<CoordinatorToClient> {
     let frame = raw_client::request_frame(request_id, ClientRequest::Ping);
     peer.write_all(&frame).await.ok()?;
-    read(peer).await
+    sessions::read_frame(peer).await
 }
 
 #[actix_rt::test]
 async fn a_pinged_connection_stays_open_and_a_silent_one_is_closed_saying_why() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut config = common::coordinator_config(dir.path());
-    config.http_listen = String::new();
-    let server = CoordinatorServer::start(&config, Arc::new(SystemClock), common::quiet_log())
-        .await
-        .expect("coordinator starts");
-    let policy = Arc::new(ListenerPolicy {
-        role: Role::Client,
-        token: None,
-        max_frame_bytes: config.max_frame_bytes,
-        handshake_timeout: Duration::from_secs(5),
-        max_in_flight: 8,
-        max_unwritten_bytes: 1 << 20,
-        unwritten: Default::default(),
+    let (server, config) = sessions::coordinator(dir.path()).await;
+    let policy = ListenerPolicy {
         idle_timeout: Some(IDLE),
-    });
+        ..sessions::client_policy(&config)
+    };
     tokio::time::pause();
-    let (mut peer, theirs) = tokio::io::duplex(64 * 1024);
-    let (r, w) = tokio::io::split(theirs);
-    let conn = SessionContext::new(
-        policy,
-        SocketAddr::from(([127, 0, 0, 1], 9)),
-        None,
-        &common::quiet_log(),
-    );
-    ClientSession::start(r, w, server.coordinator.clone(), conn);
+    let mut peer = sessions::session(&server, policy, 64 * 1024);
     let hello = raw_client::frame(&ClientMessage::Hello(Hello::new(Role::Client, None)));
     peer.write_all(&hello).await.expect("hello");
     assert!(matches!(
-        read(&mut peer).await,
+        sessions::read_frame(&mut peer).await,
         Some(CoordinatorToClient::Hello(_))
     ));
 
@@ -77,7 +52,7 @@ async fn a_pinged_connection_stays_open_and_a_silent_one_is_closed_saying_why() 
         );
     }
     tokio::time::advance(IDLE + Duration::from_millis(1)).await;
-    match read(&mut peer).await {
+    match sessions::read_frame(&mut peer).await {
         Some(CoordinatorToClient::Error { message }) => {
             assert!(message.starts_with(IDLE_CLOSED), "{message}");
             assert!(
@@ -88,7 +63,7 @@ async fn a_pinged_connection_stays_open_and_a_silent_one_is_closed_saying_why() 
         other => panic!("expected the idle error frame, got {other:?}"),
     }
     assert!(
-        read(&mut peer).await.is_none(),
+        sessions::read_frame(&mut peer).await.is_none(),
         "closed after the error frame"
     );
 }

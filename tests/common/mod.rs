@@ -11,6 +11,7 @@ pub mod proxy;
 pub mod raw_client;
 pub mod raw_worker;
 pub mod rng;
+pub mod sessions;
 pub mod tasks;
 pub mod tls;
 
