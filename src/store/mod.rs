@@ -75,6 +75,7 @@ impl JobStore {
         // 8 times less often. Costs at most that much WAL on disk.
         conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)
             .map_err(|e| fail(e.to_string()))?;
+        check_writable(&conn).map_err(|e| fail(format!("cannot be written: {e}")))?;
         Ok(JobStore {
             conn,
             path: path.to_path_buf(),
@@ -108,4 +109,19 @@ impl JobStore {
             reason: e.to_string(),
         }
     }
+}
+
+/// Proves the database accepts a committed write before anyone is told it
+/// does: rewrites the schema version with its own value in a transaction
+/// of its own. A read-only file (SQLite then opens it read-only without a
+/// word), a read-only directory or a full disk fails here, at start-up,
+/// instead of at the first commit. Changes nothing a reader sees.
+fn check_writable(conn: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE; PRAGMA user_version = {version}; COMMIT;"
+    ))
+    .inspect_err(|_| {
+        let _ = conn.execute_batch("ROLLBACK");
+    })
 }
