@@ -5,6 +5,7 @@
 use crate::actors::client_session::ClientSession;
 use crate::actors::coordinator::{Coordinator, Shutdown, NOT_DURABLE_EXIT_CODE};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
+use crate::actors::history::History;
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
@@ -12,7 +13,7 @@ use crate::actors::worker_session::WorkerSession;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
 use crate::protocol::Role;
-use crate::scheduler::{CoordinatorState, Policy, RecoverySummary};
+use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention};
 use crate::security::tls;
 use crate::store::{JobStore, StoreError};
 use actix::{Actor, Addr};
@@ -83,6 +84,7 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
+        let history = History::start(&config.db_path, config.history_readers)?;
         let persistence = Persistence::start(store, log.clone());
         let coordinator = Coordinator::new(
             state,
@@ -91,6 +93,7 @@ impl CoordinatorServer {
             log.clone(),
         )
         .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
+        .with_history(history.recipient(), retention(config))
         .start();
         Sweeper {
             coordinator: coordinator.clone(),
@@ -111,6 +114,14 @@ impl CoordinatorServer {
             coordinator,
             recovery,
         })
+    }
+}
+
+/// The hot-set bounds from the config.
+fn retention(config: &CoordinatorConfig) -> Retention {
+    Retention {
+        max_finished: config.retain_finished_in_memory,
+        max_age_ms: config.retain_finished_in_memory_millis,
     }
 }
 

@@ -76,6 +76,13 @@ config_struct! {
         log_format: LogFormat = LogFormat::Text,
         /// Address of the HTTP API, metrics and dashboard; empty turns it off.
         http_listen: String = "127.0.0.1:7480".to_string(),
+        /// Most finished jobs kept in memory; older ones are read from the database.
+        retain_finished_in_memory: usize = 10_000,
+        /// Longest a finished job stays in memory.
+        retain_finished_in_memory_millis: u64 = 60_000,
+        /// Threads (each with a read-only connection) answering reads of
+        /// jobs no longer in memory.
+        history_readers: usize = 2,
     }
 }
 
@@ -203,6 +210,7 @@ impl Validate for CoordinatorConfig {
         at_least("default-max-attempts", self.default_max_attempts.into(), 1)?;
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
         at_least("max-connections", self.max_connections as u64, 1)?;
+        at_least("history-readers", self.history_readers as u64, 1)?;
         at_least(
             "max-in-flight-requests",
             self.max_in_flight_requests as u64,

@@ -10,6 +10,7 @@ use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::{Job, OrderKey};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
+use crate::scheduler::retention::{FinishedJobs, Retention};
 use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
 use slog::{error, Logger};
@@ -109,13 +110,24 @@ pub struct CoordinatorState {
     /// The latest `submitted_at` of any job held; see `admit`.
     pub(super) latest_submission: i64,
     pub(super) active_jobs: u64,
-    /// Idempotency key → the job first submitted with it.
+    /// Idempotency key → the job first submitted with it, for every job
+    /// the database still holds, evicted ones included. A compact map
+    /// (key and id, no job) rather than a database lookup on a miss: a
+    /// submission is then decided by the single writer in one step, so
+    /// two concurrent submissions with one key can never both create a
+    /// job, and no submit answer waits on a read. It is bounded by
+    /// retention: a key leaves with its job when the job expires, and
+    /// recovery loads only the keys of stored jobs.
     pub(super) idempotency: HashMap<String, JobId>,
     /// Jobs changed since the last `take_dirty`; see `DirtyRows`.
     pub(super) dirty: DirtyRows,
     pub(super) effects: Vec<Effect>,
     /// Counters and histograms for `/metrics`; never read by scheduling.
     pub(super) metrics: Metrics,
+    /// How many finished jobs memory keeps; see `retention`.
+    pub(super) retention: Retention,
+    /// The finished jobs in memory, in finishing order.
+    pub(super) finished: FinishedJobs,
 }
 
 impl CoordinatorState {
@@ -138,6 +150,8 @@ impl CoordinatorState {
             dirty: DirtyRows::default(),
             effects: Vec::new(),
             metrics: Metrics::default(),
+            retention: Retention::UNBOUNDED,
+            finished: FinishedJobs::default(),
         }
     }
 
@@ -237,9 +251,11 @@ impl CoordinatorState {
         if to.is_terminal() {
             job.finished_at = Some(now);
             self.active_jobs -= 1;
+            self.finished.finished(id, now);
         } else if from.is_terminal() {
             // A requeue: the job counts against admission again.
             self.active_jobs += 1;
+            self.finished.forget(id);
         }
         self.metrics.record_transition(&job, from, now);
         self.index(&job, now);

@@ -7,7 +7,7 @@ use crate::scheduler::Job;
 use rusqlite::Row;
 use std::collections::HashMap;
 
-const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
+pub(super) const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
     max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, result, error, \
     idempotency_key, updated_at, finished_at, not_before, last_attempt_number, last_attempt_worker, \
     last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, last_attempt_outcome";
@@ -48,7 +48,7 @@ impl JobStore {
     }
 }
 
-fn read_attempt(row: &Row<'_>) -> rusqlite::Result<(JobId, Attempt)> {
+pub(super) fn read_attempt(row: &Row<'_>) -> rusqlite::Result<(JobId, Attempt)> {
     let job_id: String = row.get(0)?;
     let job = job_id
         .parse::<JobId>()
@@ -79,7 +79,7 @@ fn attempt_at(row: &Row<'_>, first: usize, job: &str) -> rusqlite::Result<Attemp
 /// A job's history: the attempts stored on their own, then the last one
 /// from the job row. The row's copy is the newer one when `attempts` also
 /// holds that attempt (written as open by a version-2 binary).
-fn with_last_attempt(mut history: Vec<Attempt>, last: Option<Attempt>) -> Vec<Attempt> {
+pub(super) fn with_last_attempt(mut history: Vec<Attempt>, last: Option<Attempt>) -> Vec<Attempt> {
     if let Some(last) = last {
         history.retain(|a| a.number != last.number);
         history.push(last);
@@ -99,7 +99,7 @@ fn conversion(column: usize, reason: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, reason.into())
 }
 
-fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
+pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
     let id: String = row.get(0)?;
     let lease: Option<String> = row.get(10)?;
     let state: String = row.get(6)?;

@@ -1,0 +1,139 @@
+//! The hot set: how many finished jobs memory keeps, that only durable
+//! rows leave it, and what stays right after they do.
+
+use super::*;
+use crate::protocol::payloads::encode_json;
+use crate::protocol::{JobState, SubmitAnswer, SubmitRequest};
+use crate::scheduler::retry::RetryPolicy;
+use crate::scheduler::Policy;
+use serde_json::json;
+
+fn state(max_finished: usize, max_age_ms: u64) -> CoordinatorState {
+    let policy = Policy {
+        aging_step_ms: 60_000,
+        max_active_jobs: 100_000,
+        retry: RetryPolicy {
+            base_ms: 1000,
+            cap_ms: 30_000,
+        },
+        default_max_attempts: 3,
+        default_timeout_ms: 10_000,
+        heartbeat_timeout_ms: 6000,
+        max_payload_bytes: 1024,
+        max_result_bytes: 1024,
+    };
+    let mut s = CoordinatorState::new(policy, slog::Logger::root(slog::Discard, slog::o!()));
+    s.set_retention(Retention {
+        max_finished,
+        max_age_ms,
+    });
+    s
+}
+
+fn submit(s: &mut CoordinatorState, key: Option<&str>, now: i64) -> JobId {
+    let mut req = SubmitRequest::new("echo", encode_json(&json!({ "message": "hi" })));
+    req.idempotency_key = key.map(str::to_string);
+    match s.submit(req, now) {
+        SubmitAnswer::Accepted { job_id, .. } => job_id,
+        SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+    }
+}
+
+/// Submits and cancels `n` jobs at `now`, then commits them as `batch`
+/// (the rows are taken, as the group commit would).
+fn finish_jobs(s: &mut CoordinatorState, n: usize, now: i64, batch: u64) -> Vec<JobId> {
+    let ids: Vec<JobId> = (0..n).map(|_| submit(s, None, now)).collect();
+    for id in &ids {
+        s.cancel(*id, now).expect("cancelled");
+    }
+    s.seal_finished(batch);
+    s.take_dirty();
+    ids
+}
+
+fn cancelled(s: &CoordinatorState) -> u64 {
+    s.stats(0).counts[JobState::ALL
+        .iter()
+        .position(|st| *st == JobState::Cancelled)
+        .expect("a state")]
+    .count
+}
+
+#[test]
+fn memory_keeps_at_most_the_configured_number_of_finished_jobs() {
+    let mut s = state(100, u64::MAX);
+    for round in 0..10 {
+        finish_jobs(&mut s, 1000, round, round as u64 + 1);
+        s.evict_finished(round, round as u64 + 1);
+        s.check_invariants().expect("invariants hold");
+        assert!(s.finished_in_memory() <= 100, "{}", s.finished_in_memory());
+    }
+    let active = submit(&mut s, None, 20);
+    s.evict_finished(20, 10);
+    assert_eq!(s.finished_in_memory(), 100);
+    assert_eq!(s.jobs_in_memory(), 101, "the window plus the active job");
+    assert!(s.holds(active));
+    assert_eq!(cancelled(&s), 10_000, "counts are counters, not rows held");
+}
+
+#[test]
+fn finished_jobs_older_than_the_age_bound_are_evicted() {
+    let mut s = state(usize::MAX, 1000);
+    let old = finish_jobs(&mut s, 3, 0, 1);
+    let young = finish_jobs(&mut s, 2, 900, 2);
+    assert_eq!(s.evict_finished(1001, 2), 3);
+    assert!(old.iter().all(|id| !s.holds(*id)));
+    assert!(young.iter().all(|id| s.holds(*id)));
+    s.check_invariants().expect("invariants hold");
+}
+
+#[test]
+fn a_job_whose_finish_is_not_durable_is_not_evicted() {
+    let mut s = state(0, u64::MAX);
+    let ids = finish_jobs(&mut s, 2, 0, 1);
+    assert_eq!(s.evict_finished(0, 0), 0, "batch 1 is not committed yet");
+    let unsealed = submit(&mut s, None, 1);
+    s.cancel(unsealed, 1).expect("cancelled");
+    assert_eq!(s.evict_finished(1, 1), 2, "batch 1 is durable");
+    assert!(!ids.iter().any(|id| s.holds(*id)));
+    assert!(s.holds(unsealed), "not yet tagged with a batch");
+    s.seal_finished(2);
+    assert_eq!(s.evict_finished(1, 2), 0, "still dirty");
+    s.take_dirty();
+    assert_eq!(s.evict_finished(1, 2), 1);
+    s.check_invariants().expect("invariants hold");
+}
+
+#[test]
+fn a_requeued_job_is_not_evicted_and_its_later_finish_counts_once() {
+    let mut s = state(1, u64::MAX);
+    let ids = finish_jobs(&mut s, 1, 0, 1);
+    s.requeue(ids[0], 1).expect("requeued");
+    assert_eq!(s.finished_in_memory(), 0);
+    s.cancel(ids[0], 2).expect("cancelled again");
+    s.seal_finished(2);
+    s.take_dirty();
+    assert_eq!(s.finished_in_memory(), 1);
+    assert_eq!(
+        s.evict_finished(2, 2),
+        0,
+        "one finished job fits the window"
+    );
+    finish_jobs(&mut s, 1, 3, 3);
+    assert_eq!(s.evict_finished(3, 3), 1);
+    assert!(!s.holds(ids[0]), "the oldest finish went first");
+    s.check_invariants().expect("invariants hold");
+}
+
+#[test]
+fn the_idempotency_key_of_an_evicted_job_still_returns_its_id() {
+    let mut s = state(0, u64::MAX);
+    let first = submit(&mut s, Some("k"), 0);
+    s.cancel(first, 0).expect("cancelled");
+    s.seal_finished(1);
+    s.take_dirty();
+    assert_eq!(s.evict_finished(0, 1), 1);
+    assert!(!s.holds(first));
+    assert_eq!(submit(&mut s, Some("k"), 1), first);
+    assert!(!s.has_dirty(), "nothing new was created");
+}
