@@ -273,3 +273,63 @@ async fn the_idempotency_key_of_an_evicted_job_still_dedupes() {
     assert_eq!(node.submit(Some("nightly")).await, first);
     assert_eq!(node.inspect().await.jobs_in_memory, 0, "nothing created");
 }
+
+/// Phase one of a restart: `cancelled` jobs finished (the first with an
+/// idempotency key) and one left QUEUED, through a real coordinator that
+/// is then stopped.
+fn stock_and_stop(dir: &std::path::Path, cancelled: usize) -> (JobId, JobId) {
+    let coordinator = common::start_coordinator(config(dir, 10_000));
+    let mut client = taskyard::client::Client::connect(&coordinator.client_addr.to_string())
+        .expect("client connects");
+    let mut keyed = None;
+    for n in 0..cancelled {
+        let mut req = SubmitRequest::new("echo", encode_json(&json!({ "message": "hi" })));
+        req.idempotency_key = (n == 0).then(|| "first".to_string());
+        let Ok(SubmitAnswer::Accepted { job_id, .. }) = client.submit(req) else {
+            panic!("not accepted");
+        };
+        client.cancel(job_id).expect("cancelled");
+        keyed.get_or_insert(job_id);
+    }
+    let req = SubmitRequest::new("echo", encode_json(&json!({ "message": "hi" })));
+    let Ok(SubmitAnswer::Accepted { job_id: queued, .. }) = client.submit(req) else {
+        panic!("not accepted");
+    };
+    assert_eq!(
+        coordinator.stop(),
+        taskyard::actors::StopOutcome::Durable,
+        "stopped cleanly"
+    );
+    (keyed.expect("one job"), queued)
+}
+
+#[test]
+fn after_a_restart_only_the_active_set_and_the_window_are_loaded_and_footers_stay_right() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (keyed, queued) = stock_and_stop(dir.path(), 30);
+    actix::System::new().block_on(async {
+        let mut node = Node::start(&config(dir.path(), 4), ManualClock::starting_at(1_000)).await;
+        let recovery = node.server.recovery;
+        assert_eq!((recovery.loaded, recovery.stored), (5, 31), "{recovery:?}");
+        let seen = node.inspect().await;
+        assert_eq!((seen.jobs_in_memory, seen.finished_in_memory), (5, 4));
+        let list = node.list(None).await;
+        assert_eq!(count(&list, JobState::Cancelled), 30);
+        assert_eq!(count(&list, JobState::Queued), 1);
+        assert_eq!(list.jobs.len(), 31);
+        assert_eq!(list.jobs[0].job_id, queued);
+        let first = node.status(keyed).await.expect("read from the database");
+        assert_eq!(first.state, JobState::Cancelled);
+        assert_eq!(
+            node.submit(Some("first")).await,
+            keyed,
+            "its key still dedupes"
+        );
+        let newest = node.submit(None).await;
+        let list = node.list(None).await;
+        assert_eq!(
+            list.jobs[0].job_id, newest,
+            "new jobs sort after stored ones"
+        );
+    });
+}

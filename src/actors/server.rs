@@ -71,10 +71,11 @@ impl CoordinatorServer {
         if config.sqlite_preallocate_wal {
             preallocate_wal(&store, &log);
         }
-        let rows = store.load_all()?;
+        let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
-        let recovery = state.recover(rows, clock.now_millis());
+        let recovery = state.recover_stored(stored, clock.now_millis());
         info!(log, "recovered"; "db" => %config.db_path.display(), "rows" => recovery.loaded,
+              "stored" => recovery.stored,
               "requeued" => recovery.requeued, "failed" => recovery.failed,
               "millis" => started.elapsed().as_millis() as u64);
         let clients = bind("client-listen", config.client_listen).await?;

@@ -32,7 +32,7 @@ pub use job::{Job, OrderKey};
 pub use lifecycle::StaleResult;
 pub use metrics::Metrics;
 pub use observe::{JobPage, PageCursor, QueueDepth, StatsSnapshot};
-pub use recovery::{RecoverySummary, RESTARTED_DURING_FINAL_ATTEMPT};
+pub use recovery::{RecoverySummary, Stored, RESTARTED_DURING_FINAL_ATTEMPT};
 pub use retention::Retention;
 pub use retry::RetryPolicy;
 pub use row::JobRow;

@@ -6,6 +6,7 @@ use crate::protocol::payloads::encode_json;
 use crate::protocol::{JobState, SubmitAnswer, SubmitRequest};
 use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::Policy;
+use crate::scheduler::Stored;
 use serde_json::json;
 
 fn state(max_finished: usize, max_age_ms: u64) -> CoordinatorState {
@@ -136,4 +137,71 @@ fn the_idempotency_key_of_an_evicted_job_still_returns_its_id() {
     assert!(!s.holds(first));
     assert_eq!(submit(&mut s, Some("k"), 1), first);
     assert!(!s.has_dirty(), "nothing new was created");
+}
+
+/// A stored job as recovery receives it.
+fn stored_job(s: &mut CoordinatorState, key: &str, now: i64) -> crate::scheduler::Job {
+    let id = submit(s, Some(key), now);
+    s.job(id).expect("held").clone()
+}
+
+#[test]
+fn recovery_takes_counts_keys_and_sequence_from_the_whole_table_but_loads_only_what_it_is_given() {
+    let mut source = state(10, u64::MAX);
+    let active = stored_job(&mut source, "active", 1);
+    let mut done = stored_job(&mut source, "done", 2);
+    done.state = JobState::Succeeded;
+    done.finished_at = Some(3);
+    let evicted_long_ago = JobId::mint();
+    let stored = Stored {
+        jobs: vec![active.clone(), done.clone()],
+        idempotency: vec![("old".into(), evicted_long_ago)],
+        counts: vec![
+            ("echo".into(), JobState::Queued, 1),
+            ("echo".into(), JobState::Succeeded, 1_000),
+        ],
+        newest: Some((5_000, 9)),
+    };
+    let mut s = state(0, u64::MAX);
+    let summary = s.recover_stored(stored, 10);
+    assert_eq!((summary.loaded, summary.stored), (2, 1_001));
+    s.check_invariants().expect("invariants hold");
+    let list = s.list_page(None, None, 10, 10);
+    assert_eq!(list.jobs.len(), 2, "only the loaded jobs are in memory");
+    let succeeded = list.counts.iter().find(|c| c.state == JobState::Succeeded);
+    assert_eq!(
+        succeeded.map(|c| c.count),
+        Some(1_000),
+        "footers count the table"
+    );
+    assert_eq!(submit(&mut s, Some("old"), 11), evicted_long_ago);
+    let new = submit(&mut s, None, 11);
+    assert_eq!(s.job(new).map(|j| j.sequence), Some(5_001));
+    assert_eq!(
+        s.evict_finished(11, 0),
+        1,
+        "a loaded finished row is durable"
+    );
+    assert!(!s.holds(done.id) && s.holds(active.id));
+}
+
+#[test]
+fn a_job_recovery_fails_stays_in_memory_until_its_row_is_committed() {
+    let mut source = state(10, u64::MAX);
+    let id = submit(&mut source, None, 1);
+    let mut running = source.job(id).expect("held").clone();
+    running.state = JobState::Running;
+    running.attempts = running.max_attempts;
+    let mut s = state(0, u64::MAX);
+    let summary = s.recover(vec![running], 10);
+    assert_eq!(summary.failed, 1);
+    assert_eq!(
+        s.evict_finished(10, 0),
+        0,
+        "its FAILED row is not stored yet"
+    );
+    s.seal_finished(1);
+    s.take_dirty();
+    assert_eq!(s.evict_finished(10, 0), 0);
+    assert_eq!(s.evict_finished(10, 1), 1);
 }

@@ -155,14 +155,15 @@ impl CoordinatorState {
         }
     }
 
-    /// Adds a job in whatever state it is in to every index that state needs.
+    /// Adds a job in whatever state it is in to every index that state
+    /// needs. The counts per state are the caller's: a new submission adds
+    /// one, recovery sets them from the stored counts.
     pub(super) fn insert(&mut self, job: Job, now: i64) {
         if let Some(key) = &job.idempotency_key {
             self.idempotency.insert(key.clone(), job.id);
         }
         self.latest_submission = self.latest_submission.max(job.submitted_at);
         self.by_sequence.insert(job.order_key());
-        self.state_counts.add(&job.task_type, job.state);
         self.index(&job, now);
         self.jobs.insert(job.id, Box::new(job));
     }

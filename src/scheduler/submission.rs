@@ -38,6 +38,7 @@ impl CoordinatorState {
               "priority" => %job.priority, "sequence" => job.sequence);
         self.next_sequence += 1;
         self.active_jobs += 1;
+        self.state_counts.add(&job.task_type, job.state);
         self.insert(job, now);
         self.mark_dirty(job_id);
         SubmitAnswer::Accepted { job_id, no_worker }

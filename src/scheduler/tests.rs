@@ -346,7 +346,8 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
         RecoverySummary {
             loaded: 3,
             requeued: 1,
-            failed: 1
+            failed: 1,
+            stored: 3
         }
     );
     consistent(&recovered);
@@ -438,7 +439,8 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         RecoverySummary {
             loaded: 2,
             requeued: 0,
-            failed: 0
+            failed: 0,
+            stored: 2
         }
     );
     consistent(&recovered);

@@ -2,7 +2,7 @@
 //! on a connection of their own beside the writer's (WAL lets readers see
 //! the last committed state while a write transaction is open).
 
-use super::read::{read_attempt, read_row, with_last_attempt, COLUMNS};
+use super::read::{read_row, with_stored_attempts, COLUMNS};
 use super::StoreError;
 use crate::protocol::{JobId, JobState};
 use crate::scheduler::{Job, OrderKey};
@@ -90,22 +90,8 @@ impl JobReader {
     }
 
     /// Adds the attempts stored apart from the job row.
-    fn with_history(&self, mut job: Job) -> Result<Job, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT job_id, number, worker_id, lease, started_at, ended_at, outcome \
-                 FROM attempts WHERE job_id = ?1 ORDER BY number",
-            )
-            .map_err(|e| self.error(e))?;
-        let stored = stmt
-            .query_map([job.id.to_string()], read_attempt)
-            .map_err(|e| self.error(e))?
-            .map(|row| row.map(|(_, attempt)| attempt))
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| self.error(e))?;
-        job.history = with_last_attempt(stored, job.history.pop());
-        Ok(job)
+    fn with_history(&self, job: Job) -> Result<Job, StoreError> {
+        with_stored_attempts(&self.conn, job).map_err(|e| self.error(e))
     }
 
     fn error(&self, e: rusqlite::Error) -> StoreError {

@@ -6,11 +6,14 @@
 pub mod history;
 mod read;
 pub mod schema;
+mod startup;
 pub mod wal_prealloc;
 mod write;
 
 pub use history::{JobReader, PageFilter};
 
+#[cfg(test)]
+mod retention_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -4,7 +4,7 @@
 use super::{JobStore, StoreError};
 use crate::protocol::{Attempt, AttemptOutcome, JobId, JobState, LeaseId, Priority, WorkerId};
 use crate::scheduler::Job;
-use rusqlite::Row;
+use rusqlite::{Connection, Row};
 use std::collections::HashMap;
 
 pub(super) const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
@@ -48,7 +48,7 @@ impl JobStore {
     }
 }
 
-pub(super) fn read_attempt(row: &Row<'_>) -> rusqlite::Result<(JobId, Attempt)> {
+fn read_attempt(row: &Row<'_>) -> rusqlite::Result<(JobId, Attempt)> {
     let job_id: String = row.get(0)?;
     let job = job_id
         .parse::<JobId>()
@@ -76,10 +76,25 @@ fn attempt_at(row: &Row<'_>, first: usize, job: &str) -> rusqlite::Result<Attemp
     })
 }
 
+/// `job` (read from its row, with only its last attempt) with the
+/// attempts stored apart from the row added before that one.
+pub(super) fn with_stored_attempts(conn: &Connection, mut job: Job) -> rusqlite::Result<Job> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT job_id, number, worker_id, lease, started_at, ended_at, outcome \
+         FROM attempts WHERE job_id = ?1 ORDER BY number",
+    )?;
+    let stored = stmt
+        .query_map([job.id.to_string()], read_attempt)?
+        .map(|row| row.map(|(_, attempt)| attempt))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    job.history = with_last_attempt(stored, job.history.pop());
+    Ok(job)
+}
+
 /// A job's history: the attempts stored on their own, then the last one
 /// from the job row. The row's copy is the newer one when `attempts` also
 /// holds that attempt (written as open by a version-2 binary).
-pub(super) fn with_last_attempt(mut history: Vec<Attempt>, last: Option<Attempt>) -> Vec<Attempt> {
+fn with_last_attempt(mut history: Vec<Attempt>, last: Option<Attempt>) -> Vec<Attempt> {
     if let Some(last) = last {
         history.retain(|a| a.number != last.number);
         history.push(last);
@@ -95,7 +110,7 @@ fn read_last_attempt(row: &Row<'_>, job: &str) -> rusqlite::Result<Option<Attemp
     }
 }
 
-fn conversion(column: usize, reason: String) -> rusqlite::Error {
+pub(super) fn conversion(column: usize, reason: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, reason.into())
 }
 
