@@ -333,3 +333,42 @@ fn after_a_restart_only_the_active_set_and_the_window_are_loaded_and_footers_sta
         );
     });
 }
+
+#[actix_rt::test]
+async fn expired_jobs_are_deleted_in_batches_and_their_status_says_not_found() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = CoordinatorConfig {
+        expiry_batch_rows: 4,
+        expiry_interval_millis: 10,
+        ..config(dir.path(), 100)
+    };
+    let mut node = Node::start(&config, ManualClock::starting_at(1_000)).await;
+    let keyed = node.submit(Some("weekly")).await;
+    node.ask(ClientRequest::Cancel { job_id: keyed }).await;
+    for _ in 0..9 {
+        let job = node.submit(None).await;
+        node.ask(ClientRequest::Cancel { job_id: job }).await;
+    }
+    let active = node.submit(None).await;
+    node.clock.advance(WEEK_MS - 1);
+    node.server.coordinator.send(Sweep).await.expect("swept");
+    assert!(node.status(keyed).await.is_some(), "not expired yet");
+    node.clock.advance(10);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        node.server.coordinator.send(Sweep).await.expect("swept");
+        if count(&node.list(None).await, JobState::Cancelled) == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "jobs never expired");
+        actix_rt::time::sleep(Duration::from_millis(5)).await;
+    }
+    let list = node.list(None).await;
+    assert_eq!(list.jobs.len(), 1, "only the active job is left");
+    assert_eq!(list.jobs[0].job_id, active);
+    assert_eq!(node.status(keyed).await, None, "expired: not found");
+    let seen = node.inspect().await;
+    assert_eq!(seen.jobs_in_memory, 1);
+    let again = node.submit(Some("weekly")).await;
+    assert_ne!(again, keyed, "the key expired with its job");
+}

@@ -3,7 +3,7 @@
 //! own thread, for `taskyard dev`, tests and benchmarks.
 
 use crate::actors::client_session::ClientSession;
-use crate::actors::coordinator::{Coordinator, Shutdown, NOT_DURABLE_EXIT_CODE};
+use crate::actors::coordinator::{Coordinator, ExpiryPolicy, Shutdown, NOT_DURABLE_EXIT_CODE};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
 use crate::actors::history::History;
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
@@ -95,6 +95,7 @@ impl CoordinatorServer {
         )
         .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
         .with_history(history.recipient(), retention(config))
+        .with_expiry(persistence.clone().recipient(), expiry(config))
         .start();
         Sweeper {
             coordinator: coordinator.clone(),
@@ -123,6 +124,16 @@ fn retention(config: &CoordinatorConfig) -> Retention {
     Retention {
         max_finished: config.retain_finished_in_memory,
         max_age_ms: config.retain_finished_in_memory_millis,
+    }
+}
+
+/// How long finished jobs stay in the database, from the config.
+fn expiry(config: &CoordinatorConfig) -> ExpiryPolicy {
+    ExpiryPolicy {
+        job_retention_ms: config.job_retention_millis,
+        failed_retention_ms: config.failed_job_retention_millis,
+        interval_ms: config.expiry_interval_millis,
+        batch_rows: config.expiry_batch_rows,
     }
 }
 

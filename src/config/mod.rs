@@ -249,10 +249,14 @@ mod tests {
     }
 
     /// The retention keys `config/coordinator.toml` must list.
-    const RETENTION_KEYS: [&str; 3] = [
+    const RETENTION_KEYS: [&str; 7] = [
         "retain-finished-in-memory",
         "retain-finished-in-memory-millis",
         "history-readers",
+        "job-retention-millis",
+        "failed-job-retention-millis",
+        "expiry-interval-millis",
+        "expiry-batch-rows",
     ];
 
     #[test]
@@ -269,15 +273,20 @@ mod tests {
             assert!(set.iter().any(|k| k == key), "{key} is in coordinator.toml");
         }
         let defaults = CoordinatorConfig::default();
+        let retention = |c: &CoordinatorConfig| {
+            (
+                (
+                    c.retain_finished_in_memory,
+                    c.retain_finished_in_memory_millis,
+                ),
+                (c.history_readers, c.expiry_batch_rows),
+                (c.job_retention_millis, c.failed_job_retention_millis),
+                c.expiry_interval_millis,
+            )
+        };
         assert_eq!(
-            (
-                c.retain_finished_in_memory,
-                c.retain_finished_in_memory_millis
-            ),
-            (
-                defaults.retain_finished_in_memory,
-                defaults.retain_finished_in_memory_millis
-            ),
+            retention(&c),
+            retention(&defaults),
             "the file states the defaults"
         );
         let w = load::<WorkerOptions>(Some(&dir.join("worker.toml")), Default::default())

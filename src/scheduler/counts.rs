@@ -26,6 +26,13 @@ impl StateCounts {
         self.by_type.entry(task_type.to_string()).or_default()[slot(state)] += n;
     }
 
+    /// One job of `task_type` in `state` no longer exists (it expired).
+    pub fn remove(&mut self, task_type: &str, state: JobState) {
+        if let Some(counts) = self.by_type.get_mut(task_type) {
+            counts[slot(state)] = counts[slot(state)].saturating_sub(1);
+        }
+    }
+
     pub fn moved(&mut self, task_type: &str, from: JobState, to: JobState) {
         if let Some(counts) = self.by_type.get_mut(task_type) {
             counts[slot(from)] = counts[slot(from)].saturating_sub(1);

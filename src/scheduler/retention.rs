@@ -9,7 +9,7 @@
 //! so its cost is the number of entries it removes, never the number of
 //! jobs held.
 
-use crate::protocol::JobId;
+use crate::protocol::{JobId, JobState};
 use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::state::CoordinatorState;
 use std::collections::VecDeque;
@@ -143,6 +143,34 @@ impl CoordinatorState {
         self.finished.forget(id);
         if let Some(job) = self.jobs.remove(&id) {
             self.by_sequence.remove(&job.order_key());
+        }
+    }
+
+    /// The database deleted this expired job (durably): its idempotency
+    /// key is forgotten and it no longer counts. A copy still in memory
+    /// leaves too, unless memory changed it since (a requeue, not yet
+    /// written: that write stores the job again, so it stays and counts
+    /// as memory has it). Costs O(1).
+    pub fn forget_expired(
+        &mut self,
+        id: JobId,
+        key: Option<&str>,
+        task_type: &str,
+        state: JobState,
+    ) {
+        if let Some(key) = key {
+            if self.idempotency.get(key) == Some(&id) {
+                self.idempotency.remove(key);
+            }
+        }
+        match self.jobs.get(&id) {
+            None => self.state_counts.remove(task_type, state),
+            Some(held) if held.state.is_terminal() && !self.dirty.contains(id) => {
+                let (held_type, held_state) = (held.task_type.clone(), held.state);
+                self.state_counts.remove(&held_type, held_state);
+                self.evict(id);
+            }
+            Some(_) => {}
         }
     }
 

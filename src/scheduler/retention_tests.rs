@@ -205,3 +205,23 @@ fn a_job_recovery_fails_stays_in_memory_until_its_row_is_committed() {
     assert_eq!(s.evict_finished(10, 0), 0);
     assert_eq!(s.evict_finished(10, 1), 1);
 }
+
+#[test]
+fn an_expired_job_stops_counting_and_its_key_is_free_unless_memory_changed_it_since() {
+    let mut s = state(10, u64::MAX);
+    let gone = submit(&mut s, Some("a"), 0);
+    let requeued = submit(&mut s, Some("b"), 0);
+    for id in [gone, requeued] {
+        s.cancel(id, 0).expect("cancelled");
+    }
+    s.seal_finished(1);
+    s.take_dirty();
+    s.requeue(requeued, 1).expect("requeued, not yet written");
+    s.forget_expired(gone, Some("a"), "echo", JobState::Cancelled);
+    s.forget_expired(requeued, Some("b"), "echo", JobState::Cancelled);
+    s.check_invariants().expect("invariants hold");
+    assert!(!s.holds(gone));
+    assert!(s.holds(requeued), "its pending write stores it again");
+    assert_eq!(cancelled(&s), 0);
+    assert_ne!(submit(&mut s, Some("a"), 2), gone, "the key expired");
+}

@@ -3,6 +3,7 @@
 //! transaction each (`write`), and read history beside the writer
 //! (`history`).
 
+mod expiry;
 pub mod history;
 mod read;
 pub mod schema;
@@ -10,6 +11,7 @@ mod startup;
 pub mod wal_prealloc;
 mod write;
 
+pub use expiry::{ExpiredJob, ExpiryCutoffs};
 pub use history::{JobReader, PageFilter};
 
 #[cfg(test)]

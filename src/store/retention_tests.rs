@@ -153,3 +153,88 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
     loaded.sort_by_key(|j| j.sequence);
     assert_eq!(loaded, jobs);
 }
+
+fn attempt_rows(store: &JobStore) -> i64 {
+    store
+        .conn
+        .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
+        .expect("count")
+}
+
+#[test]
+fn expiry_deletes_in_batches_oldest_first_keeping_failed_jobs_longer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut store = JobStore::open(&dir.path().join("t.db"), Synchronous::Full).expect("open");
+    let mut jobs: Vec<Job> = (1..=12).map(|n| finished(n, 100 + n as i64)).collect();
+    let retried = &mut jobs[0];
+    retried.history.push(crate::protocol::Attempt {
+        number: 2,
+        ..retried.history[0].clone()
+    });
+    let mut failed = job(13, JobState::Failed);
+    failed.finished_at = Some(100);
+    jobs.push(failed.clone());
+    jobs.push(job(14, JobState::Queued));
+    commit(&mut store, &jobs);
+    assert_eq!(attempt_rows(&store), 1, "the retried job's first attempt");
+    let cutoffs = ExpiryCutoffs {
+        finished_before: 1_000,
+        failed_before: 50,
+    };
+    let mut batches = Vec::new();
+    loop {
+        let expired = store.expire(cutoffs, 5).expect("expire").expect("not busy");
+        batches.push(expired.len());
+        if expired.len() < 5 {
+            break;
+        }
+    }
+    assert_eq!(batches, vec![5, 5, 2]);
+    assert_eq!(attempt_rows(&store), 0, "attempts expire with their job");
+    let mut left: Vec<u64> = store
+        .load_all()
+        .expect("load")
+        .iter()
+        .map(|j| j.sequence)
+        .collect();
+    left.sort_unstable();
+    assert_eq!(
+        left,
+        vec![13, 14],
+        "the FAILED job is kept longer, active jobs always"
+    );
+    let later = ExpiryCutoffs {
+        failed_before: 101,
+        ..cutoffs
+    };
+    let expired = store.expire(later, 5).expect("expire").expect("not busy");
+    assert_eq!(
+        expired,
+        vec![ExpiredJob {
+            id: failed.id,
+            idempotency_key: Some("key-13".into()),
+            task_type: "echo".into(),
+            state: JobState::Failed,
+        }]
+    );
+}
+
+#[test]
+fn expiry_waits_while_a_batch_is_staged() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut store = JobStore::open(&dir.path().join("t.db"), Synchronous::Full).expect("open");
+    commit(&mut store, &[finished(1, 10)]);
+    store
+        .stage(&[JobRow::whole(&job(2, JobState::Queued))])
+        .expect("stage");
+    let cutoffs = ExpiryCutoffs {
+        finished_before: 1_000,
+        failed_before: 1_000,
+    };
+    assert_eq!(store.expire(cutoffs, 5).expect("expire"), None);
+    store.commit(&[]).expect("commit");
+    assert_eq!(
+        store.expire(cutoffs, 5).expect("expire").map(|e| e.len()),
+        Some(1)
+    );
+}

@@ -284,6 +284,7 @@ impl Handler<Sweep> for Coordinator {
         let now = self.now();
         self.state.sweep(now);
         self.state.evict_finished(now, self.commits.durable());
+        self.expire_if_due(now, ctx);
         self.finish(None, ctx);
     }
 }

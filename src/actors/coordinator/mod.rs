@@ -4,6 +4,7 @@
 //! its state is durable. When batches go and when effects are released is
 //! decided by `GroupCommit` (a plain value); the actor applies its commands.
 
+mod expiry;
 mod group_commit;
 mod handlers;
 mod history_reads;
@@ -11,7 +12,7 @@ pub mod messages;
 
 use crate::actors::history::HistoryLink;
 use crate::actors::outbox::{Delivery, SendToWorker};
-use crate::actors::persistence::{CommitBatch, PersistenceLink, StageRows};
+use crate::actors::persistence::{CommitBatch, ExpireJobs, PersistenceLink, StageRows};
 use crate::clock::Clock;
 use crate::protocol::{CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
@@ -21,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use expiry::ExpiryPolicy;
 pub use group_commit::{
     Command, CommitStats, GroupCommit, HeldEffect, Outage, RowSource, Timer, COMMIT_RETRY_DELAY,
     STAGE_MIN_ROWS,
@@ -52,6 +54,8 @@ pub struct Coordinator {
     /// The history reader pool. Without one, every finished job stays in
     /// memory and every read is answered from it.
     history: Option<HistoryLink>,
+    /// Deletion of expired jobs; none: finished jobs are kept forever.
+    expiry: Option<expiry::ExpiryRun>,
     log: Logger,
 }
 
@@ -91,6 +95,7 @@ impl Coordinator {
             sessions: HashMap::new(),
             coalesce_timer: None,
             history: None,
+            expiry: None,
             log,
         }
     }
@@ -101,6 +106,18 @@ impl Coordinator {
     pub fn with_history(mut self, history: HistoryLink, retention: Retention) -> Self {
         self.history = Some(history);
         self.state.set_retention(retention);
+        self
+    }
+
+    /// Deletes finished jobs (through `expire`, the persistence thread)
+    /// once `policy` says they have expired; the sweep looks for them.
+    pub fn with_expiry(mut self, expire: Recipient<ExpireJobs>, policy: ExpiryPolicy) -> Self {
+        self.expiry = Some(expiry::ExpiryRun {
+            link: expire,
+            policy,
+            next_at: i64::MIN,
+            in_flight: false,
+        });
         self
     }
 
