@@ -372,3 +372,35 @@ async fn expired_jobs_are_deleted_in_batches_and_their_status_says_not_found() {
     let again = node.submit(Some("weekly")).await;
     assert_ne!(again, keyed, "the key expired with its job");
 }
+
+#[actix_rt::test]
+async fn an_evicted_cancelled_job_can_be_requeued() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut node = Node::start(&config(dir.path(), 0), ManualClock::starting_at(1_000)).await;
+    let job = node.submit(None).await;
+    node.ask(ClientRequest::Cancel { job_id: job }).await;
+    node.sweep_until_at_most(0).await;
+    assert_eq!(node.inspect().await.jobs_in_memory, 0);
+    let requeued = node.ask(ClientRequest::Requeue { job_id: job }).await;
+    assert_eq!(
+        requeued,
+        ClientResponse::Requeued {
+            job_ids: vec![job],
+            refused: None
+        }
+    );
+    let again = node.ask(ClientRequest::Requeue { job_id: job }).await;
+    assert!(
+        matches!(again, ClientResponse::RequeueRefused { .. }),
+        "{again:?}"
+    );
+    let seen = node.inspect().await;
+    assert_eq!((seen.jobs_in_memory, seen.active_jobs), (1, 1));
+    assert_eq!(
+        node.status(job).await.map(|v| v.state),
+        Some(JobState::Queued)
+    );
+    let list = node.list(None).await;
+    assert_eq!(count(&list, JobState::Cancelled), 0);
+    assert_eq!(count(&list, JobState::Queued), 1);
+}

@@ -174,6 +174,20 @@ impl CoordinatorState {
         }
     }
 
+    /// Brings a finished job read back from the database into memory (to
+    /// requeue it); it already counts. A job that is not finished, or is
+    /// already held, changes nothing.
+    pub fn restore(&mut self, job: crate::scheduler::Job, now: i64) {
+        if !job.state.is_terminal() || self.holds(job.id) {
+            return;
+        }
+        // Sealed with this step's batch like a fresh finish: later than
+        // needed, never too early.
+        self.finished
+            .finished(job.id, job.finished_at.unwrap_or(now));
+        self.insert(job, now);
+    }
+
     /// Finished jobs held in memory.
     pub fn finished_in_memory(&self) -> usize {
         self.finished.len()

@@ -4,24 +4,14 @@
 use super::*;
 use crate::protocol::payloads::encode_json;
 use crate::protocol::{JobState, SubmitAnswer, SubmitRequest};
-use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::Policy;
 use crate::scheduler::Stored;
 use serde_json::json;
 
 fn state(max_finished: usize, max_age_ms: u64) -> CoordinatorState {
     let policy = Policy {
-        aging_step_ms: 60_000,
         max_active_jobs: 100_000,
-        retry: RetryPolicy {
-            base_ms: 1000,
-            cap_ms: 30_000,
-        },
-        default_max_attempts: 3,
-        default_timeout_ms: 10_000,
-        heartbeat_timeout_ms: 6000,
-        max_payload_bytes: 1024,
-        max_result_bytes: 1024,
+        ..crate::scheduler::tests::policy()
     };
     let mut s = CoordinatorState::new(policy, slog::Logger::root(slog::Discard, slog::o!()));
     s.set_retention(Retention {
@@ -224,4 +214,22 @@ fn an_expired_job_stops_counting_and_its_key_is_free_unless_memory_changed_it_si
     assert!(s.holds(requeued), "its pending write stores it again");
     assert_eq!(cancelled(&s), 0);
     assert_ne!(submit(&mut s, Some("a"), 2), gone, "the key expired");
+}
+
+#[test]
+fn a_restored_job_requeues_like_one_never_evicted_and_is_restored_once() {
+    let mut s = state(0, u64::MAX);
+    let id = submit(&mut s, None, 0);
+    s.cancel(id, 0).expect("cancelled");
+    let stored = s.job(id).expect("held").clone();
+    s.seal_finished(1);
+    s.take_dirty();
+    s.evict_finished(0, 1);
+    s.restore(stored.clone(), 1);
+    s.restore(stored, 1);
+    assert_eq!(s.jobs_in_memory(), 1);
+    s.requeue(id, 1).expect("requeued");
+    s.check_invariants().expect("invariants hold");
+    assert_eq!(cancelled(&s), 0, "moved, not counted twice");
+    assert_eq!(s.active_jobs(), 1);
 }

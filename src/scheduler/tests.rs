@@ -6,7 +6,8 @@ use crate::protocol::payloads::encode_json;
 use crate::protocol::*;
 use serde_json::json;
 
-fn policy() -> Policy {
+/// The policy scheduler tests run under.
+pub(super) fn policy() -> Policy {
     Policy {
         aging_step_ms: 60_000,
         max_active_jobs: 1000,

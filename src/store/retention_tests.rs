@@ -2,7 +2,7 @@
 //! active set and a finished window, history reads beside the writer, and
 //! the version 3 → 4 migration that indexes them.
 
-use super::tests::job;
+use super::tests::{attempt_rows, job};
 use super::*;
 use crate::config::Synchronous;
 use crate::protocol::JobState;
@@ -152,13 +152,6 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
     let mut loaded = store.load_all().expect("load");
     loaded.sort_by_key(|j| j.sequence);
     assert_eq!(loaded, jobs);
-}
-
-fn attempt_rows(store: &JobStore) -> i64 {
-    store
-        .conn
-        .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))
-        .expect("count")
 }
 
 #[test]

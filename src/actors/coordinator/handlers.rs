@@ -235,7 +235,7 @@ impl Coordinator {
         }
     }
 
-    fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {
+    pub(super) fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {
         let reason = match self.state.requeue(job_id, now) {
             Ok(()) => {
                 self.state.schedule(now);

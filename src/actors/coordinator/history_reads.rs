@@ -4,13 +4,15 @@
 //! is a step of its own.
 //!
 //! What is read from the database, and why it is safe:
-//! - `status` (and `cancel`) of a job not in memory: memory holds every
+//! - `status` (and `cancel`, `requeue`) of a job not in memory: memory holds every
 //!   non-terminal job and evicts a finished one only once its last change
 //!   is durable, so a job not in memory is either a finished job whose
 //!   stored row is final, or no job the database still has (it expired
-//!   or never existed). Nothing can change such a job any more, so its
-//!   answer may overtake answers to later requests of the same client;
-//!   every answer carries its request id, so clients match them anyway.
+//!   or never existed). Nothing but a requeue can change such a job, and
+//!   a requeue brings it back into memory in the step that answers it, so
+//!   an answer read from the database may overtake answers to later
+//!   requests of the same client without showing anything stale; every
+//!   answer carries its request id, so clients match them anyway.
 //! - `list` and HTTP pages that may show finished jobs (no state filter,
 //!   or a terminal one): the database, newest submission first, which
 //!   holds every job acknowledged to anyone before the request arrived
@@ -44,6 +46,9 @@ pub(super) enum HistoryRead {
     Status(JobId),
     /// A cancel of a job not in memory: refused with its stored state.
     Cancel(JobId),
+    /// A requeue of a job not in memory: the stored job is brought back
+    /// into memory and requeued there, as if it had never left.
+    Requeue(JobId),
     /// A TCP `List`: one page, no cursor.
     List(PageFilter),
     /// An HTTP page: `limit` jobs after the cursor in `filter.before`.
@@ -56,7 +61,9 @@ pub(super) enum HistoryRead {
 impl HistoryRead {
     fn query(&self) -> HistoryQuery {
         match self {
-            HistoryRead::Status(id) | HistoryRead::Cancel(id) => HistoryQuery::Job(*id),
+            HistoryRead::Status(id) | HistoryRead::Cancel(id) | HistoryRead::Requeue(id) => {
+                HistoryQuery::Job(*id)
+            }
             HistoryRead::List(filter) | HistoryRead::Page { filter, .. } => {
                 HistoryQuery::Page(filter.clone())
             }
@@ -79,6 +86,9 @@ impl Coordinator {
             }
             ClientRequest::Cancel { job_id } if !self.state.holds(*job_id) => {
                 Some(HistoryRead::Cancel(*job_id))
+            }
+            ClientRequest::Requeue { job_id } if !self.state.holds(*job_id) => {
+                Some(HistoryRead::Requeue(*job_id))
             }
             ClientRequest::List {
                 state,
@@ -143,16 +153,19 @@ impl Coordinator {
     }
 
     fn history_answer(
-        &self,
+        &mut self,
         read: HistoryRead,
         found: Result<Found, String>,
         reply: Reply,
     ) -> Delivery {
         match reply {
             Reply::Client(to, request_id) => {
-                let response = match found {
-                    Ok(found) => self.client_response(read, found),
-                    Err(reason) => ClientResponse::Overloaded { reason },
+                let response = match (read, found) {
+                    (HistoryRead::Requeue(job_id), Ok(Found::Job(job))) => {
+                        self.requeue_stored(job_id, job)
+                    }
+                    (read, Ok(found)) => self.client_response(read, found),
+                    (_, Err(reason)) => ClientResponse::Overloaded { reason },
                 };
                 Delivery::Client(
                     to,
@@ -199,6 +212,21 @@ impl Coordinator {
                 reason: "history read answered the wrong query".into(),
             },
         }
+    }
+
+    /// Requeues a job read back from the database. The single writer
+    /// decides at this step, with what memory holds now: if the job came
+    /// back meanwhile (another requeue of it was answered first), the
+    /// requeue applies to memory's copy like any other, so a job is never
+    /// brought back twice.
+    fn requeue_stored(&mut self, job_id: JobId, job: Option<Box<Job>>) -> ClientResponse {
+        let now = self.now();
+        match job {
+            Some(job) if !self.state.holds(job_id) => self.state.restore(*job, now),
+            None if !self.state.holds(job_id) => return ClientResponse::NotFound { job_id },
+            _ => {}
+        }
+        self.requeue(job_id, now)
     }
 
     /// The job as memory has it if it is there, else as read.
