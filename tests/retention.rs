@@ -224,6 +224,19 @@ async fn memory_holds_at_most_the_configured_finished_window() {
     assert_eq!(list.jobs[0].job_id, active, "newest first");
     assert_eq!(count(&list, JobState::Cancelled), 40);
     assert_eq!(count(&list, JobState::Queued), 1);
+    let footer_only = ClientRequest::List {
+        state: None,
+        limit: 0,
+        task_type: None,
+    };
+    let ClientResponse::Jobs(footer) = node.ask(footer_only).await else {
+        panic!("not a list");
+    };
+    assert!(footer.jobs.is_empty());
+    assert_eq!(
+        footer.counts, list.counts,
+        "answered from the counters alone"
+    );
 }
 
 #[actix_rt::test]

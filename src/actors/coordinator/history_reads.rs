@@ -20,7 +20,9 @@
 //!   is still in memory is shown as memory has it, and dropped if that no
 //!   longer matches the filter; the answer is held until what memory
 //!   shows is durable. Footers are the in-memory counters. Pages of a
-//!   non-terminal state come from memory, which holds all such jobs.
+//!   non-terminal state come from memory, which holds all such jobs, and
+//!   so do pages of no jobs (`limit` 0: the footer alone, which is how
+//!   `taskyard bench` and dashboards poll the counts).
 //!
 //! An answer from the database is held in the outbox like any other
 //! (behind the newest batch sent), so it never overtakes what is durable.
@@ -94,7 +96,7 @@ impl Coordinator {
                 state,
                 limit,
                 task_type,
-            } if may_be_history(*state) => Some(HistoryRead::List(PageFilter {
+            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::List(PageFilter {
                 state: *state,
                 task_type: task_type.clone(),
                 before: None,
@@ -113,7 +115,7 @@ impl Coordinator {
                 task_type,
                 cursor,
                 limit,
-            } if may_be_history(*state) => Some(HistoryRead::Page {
+            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::Page {
                 filter: PageFilter {
                     state: *state,
                     task_type: task_type.clone(),
