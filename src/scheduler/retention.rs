@@ -83,6 +83,17 @@ impl FinishedJobs {
         self.latest.len()
     }
 
+    /// Removes the oldest entry. Unsealed entries are the newest ones, so
+    /// an unsealed entry popped (a stale one: its job was requeued in the
+    /// step that finished it) is one fewer to seal.
+    fn pop_front(&mut self) {
+        if let Some(entry) = self.fifo.pop_front() {
+            if entry.batch.is_none() {
+                self.unsealed = self.unsealed.saturating_sub(1);
+            }
+        }
+    }
+
     fn is_current(&self, entry: &Finished) -> bool {
         self.latest.get(&entry.id) == Some(&entry.serial)
     }
@@ -100,7 +111,7 @@ impl CoordinatorState {
     /// each step, before the step's rows are handed to the group commit.
     pub fn seal_finished(&mut self, batch: u64) {
         let unsealed = std::mem::take(&mut self.finished.unsealed);
-        let start = self.finished.fifo.len() - unsealed;
+        let start = self.finished.fifo.len().saturating_sub(unsealed);
         for entry in self.finished.fifo.range_mut(start..) {
             entry.batch = Some(batch);
         }
@@ -116,13 +127,13 @@ impl CoordinatorState {
         let mut evicted = 0;
         while let Some(entry) = self.finished.fifo.front().copied() {
             if !self.finished.is_current(&entry) {
-                self.finished.fifo.pop_front();
+                self.finished.pop_front();
                 continue;
             }
             if !self.beyond_window(&entry, now) || !self.is_durable(&entry, durable) {
                 break;
             }
-            self.finished.fifo.pop_front();
+            self.finished.pop_front();
             self.evict(entry.id);
             evicted += 1;
         }

@@ -233,3 +233,18 @@ fn a_restored_job_requeues_like_one_never_evicted_and_is_restored_once() {
     assert_eq!(cancelled(&s), 0, "moved, not counted twice");
     assert_eq!(s.active_jobs(), 1);
 }
+
+/// Found by the property test: a job finished and requeued within one
+/// step leaves a stale unsealed entry at the front, which eviction pops.
+#[test]
+fn a_stale_unsealed_entry_popped_by_eviction_leaves_sealing_right() {
+    let mut s = state(0, u64::MAX);
+    let id = submit(&mut s, None, 0);
+    s.cancel(id, 0).expect("cancelled");
+    s.requeue(id, 0).expect("requeued in the same step");
+    assert_eq!(s.evict_finished(0, 0), 0);
+    s.seal_finished(1);
+    let later = finish_jobs(&mut s, 1, 1, 2);
+    assert_eq!(s.evict_finished(1, 2), 1);
+    assert!(!s.holds(later[0]));
+}
