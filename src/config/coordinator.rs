@@ -76,6 +76,23 @@ config_struct! {
         log_format: LogFormat = LogFormat::Text,
         /// Address of the HTTP API, metrics and dashboard; empty turns it off.
         http_listen: String = "127.0.0.1:7480".to_string(),
+        /// Most finished jobs kept in memory; older ones are read from the database.
+        retain_finished_in_memory: usize = 10_000,
+        /// Longest a finished job stays in memory.
+        retain_finished_in_memory_millis: u64 = 60_000,
+        /// Threads (each with a read-only connection) answering reads of
+        /// jobs no longer in memory.
+        history_readers: usize = 2,
+        /// SUCCEEDED and CANCELLED jobs are deleted this long after they
+        /// finish (default 7 days), with their attempts and idempotency key.
+        job_retention_millis: u64 = 7 * 24 * 60 * 60 * 1000,
+        /// FAILED jobs are deleted this long after they finish (default 30 days).
+        failed_job_retention_millis: u64 = 30 * 24 * 60 * 60 * 1000,
+        /// How often expired jobs are looked for; a backlog is deleted
+        /// batch after batch without waiting.
+        expiry_interval_millis: u64 = 60_000,
+        /// Most jobs deleted in one transaction.
+        expiry_batch_rows: usize = 500,
     }
 }
 
@@ -203,6 +220,15 @@ impl Validate for CoordinatorConfig {
         at_least("default-max-attempts", self.default_max_attempts.into(), 1)?;
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
         at_least("max-connections", self.max_connections as u64, 1)?;
+        at_least("history-readers", self.history_readers as u64, 1)?;
+        at_least("job-retention-millis", self.job_retention_millis, 1)?;
+        at_least(
+            "failed-job-retention-millis",
+            self.failed_job_retention_millis,
+            1,
+        )?;
+        at_least("expiry-interval-millis", self.expiry_interval_millis, 10)?;
+        at_least("expiry-batch-rows", self.expiry_batch_rows as u64, 1)?;
         at_least(
             "max-in-flight-requests",
             self.max_in_flight_requests as u64,

@@ -20,16 +20,8 @@ impl CoordinatorState {
     /// submission changes nothing.
     /// A key seen before returns the original job's id and creates nothing.
     pub fn submit(&mut self, req: SubmitRequest, now: i64) -> SubmitAnswer {
-        let existing = req
-            .idempotency_key
-            .as_ref()
-            .and_then(|key| self.idempotency.get(key))
-            .and_then(|id| self.jobs.get(id));
-        if let Some(job) = existing {
-            return SubmitAnswer::Accepted {
-                job_id: job.id,
-                no_worker: !self.workers.advertised(&job.task_type),
-            };
+        if let Some(answer) = self.resubmission(&req) {
+            return answer;
         }
         let job = match self.admit(req, now) {
             Ok(job) => job,
@@ -46,9 +38,26 @@ impl CoordinatorState {
               "priority" => %job.priority, "sequence" => job.sequence);
         self.next_sequence += 1;
         self.active_jobs += 1;
+        self.state_counts.add(&job.task_type, job.state);
         self.insert(job, now);
         self.mark_dirty(job_id);
         SubmitAnswer::Accepted { job_id, no_worker }
+    }
+
+    /// The answer to a submission whose idempotency key was seen before:
+    /// the original job's id. The key of a finished job evicted from
+    /// memory is still held (see `idempotency`); such a job runs nothing
+    /// more, so `no_worker` is false.
+    fn resubmission(&self, req: &SubmitRequest) -> Option<SubmitAnswer> {
+        let id = *self.idempotency.get(req.idempotency_key.as_ref()?)?;
+        let no_worker = self
+            .jobs
+            .get(&id)
+            .is_some_and(|job| !self.workers.advertised(&job.task_type));
+        Some(SubmitAnswer::Accepted {
+            job_id: id,
+            no_worker,
+        })
     }
 
     fn admit(&self, req: SubmitRequest, now: i64) -> Result<Job, String> {

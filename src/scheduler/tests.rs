@@ -6,7 +6,8 @@ use crate::protocol::payloads::encode_json;
 use crate::protocol::*;
 use serde_json::json;
 
-fn policy() -> Policy {
+/// The policy scheduler tests run under.
+pub(super) fn policy() -> Policy {
     Policy {
         aging_step_ms: 60_000,
         max_active_jobs: 1000,
@@ -346,7 +347,8 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
         RecoverySummary {
             loaded: 3,
             requeued: 1,
-            failed: 1
+            failed: 1,
+            stored: 3
         }
     );
     consistent(&recovered);
@@ -438,7 +440,8 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         RecoverySummary {
             loaded: 2,
             requeued: 0,
-            failed: 0
+            failed: 0,
+            stored: 2
         }
     );
     consistent(&recovered);

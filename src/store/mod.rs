@@ -1,12 +1,21 @@
-//! SQLite storage of job rows: open (with migration), load everything at
-//! start-up (`read`), and commit batches of changed rows in one
-//! transaction each (`write`).
+//! SQLite storage of job rows: open (with migration), load the active
+//! set at start-up (`read`), commit batches of changed rows in one
+//! transaction each (`write`), and read history beside the writer
+//! (`history`).
 
+mod expiry;
+pub mod history;
 mod read;
 pub mod schema;
+mod startup;
 pub mod wal_prealloc;
 mod write;
 
+pub use expiry::{ExpiredJob, ExpiryCutoffs};
+pub use history::{JobReader, PageFilter};
+
+#[cfg(test)]
+mod retention_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -1,6 +1,7 @@
 //! One handler per coordinator message: read the clock once, apply the
 //! event to the state, schedule, and finish (hold effects, flush).
 
+use super::history_reads::Reply;
 use super::messages::*;
 use super::Coordinator;
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
@@ -107,6 +108,9 @@ impl Handler<ClientCommand> for Coordinator {
         if self.commits.is_stopping() {
             return;
         }
+        if let Some(read) = self.history_read(&m.request) {
+            return self.read_history(read, Reply::Client(m.reply_to, m.request_id), ctx);
+        }
         let now = self.now();
         let response = self.apply_request(m.request, now);
         let answer = ClientAnswer {
@@ -131,6 +135,9 @@ impl Handler<Query> for Coordinator {
         }
         if self.commits.is_stopping() {
             return;
+        }
+        if let Some(read) = self.history_page(&m.query) {
+            return self.read_history(read, Reply::Query(m.reply_to, m.request_id), ctx);
         }
         let now = self.now();
         // During an outage counters and depths are answered at once, so an
@@ -228,7 +235,7 @@ impl Coordinator {
         }
     }
 
-    fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {
+    pub(super) fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {
         let reason = match self.state.requeue(job_id, now) {
             Ok(()) => {
                 self.state.schedule(now);
@@ -276,6 +283,8 @@ impl Handler<Sweep> for Coordinator {
         }
         let now = self.now();
         self.state.sweep(now);
+        self.state.evict_finished(now, self.commits.durable());
+        self.expire_if_due(now, ctx);
         self.finish(None, ctx);
     }
 }
@@ -301,6 +310,8 @@ impl Handler<Inspect> for Coordinator {
             durable_batch: self.commits.durable(),
             batches_committed: self.commits.stats().batches,
             rows_committed: self.commits.stats().rows,
+            jobs_in_memory: self.state.jobs_in_memory(),
+            finished_in_memory: self.state.finished_in_memory(),
         })
     }
 }
