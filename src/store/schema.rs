@@ -66,8 +66,11 @@ ALTER TABLE jobs ADD COLUMN last_attempt_outcome TEXT;
 ";
 
 /// Version 3 → 4: indexes for retention. `jobs_active` holds only the
-/// non-terminal rows, so start-up loads the active set without reading
-/// history; `jobs_finished_at` orders finished rows for the in-memory
+/// non-terminal rows (exactly those without `finished_at`), so start-up
+/// loads the active set without reading history. It is keyed by
+/// `sequence`, which never changes, so a transition rewrites its entry in
+/// place: keyed by `state`, each move between non-terminal states moved
+/// the entry across the index and cost the drain 30% (BENCHMARKS.md); `jobs_finished_at` orders finished rows for the in-memory
 /// window and for expiry; `jobs_order` serves history pages newest first.
 /// Finished rows written before version 2 have no `finished_at`; they get
 /// their last update time, so they too enter the window and expire. No
@@ -75,7 +78,7 @@ ALTER TABLE jobs ADD COLUMN last_attempt_outcome TEXT;
 const V3_TO_V4: &str = "
 UPDATE jobs SET finished_at = updated_at
     WHERE finished_at IS NULL AND state NOT IN ('QUEUED', 'RUNNING', 'RETRY_WAIT');
-CREATE INDEX jobs_active ON jobs (state) WHERE state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT');
+CREATE INDEX jobs_active ON jobs (sequence) WHERE finished_at IS NULL;
 CREATE INDEX jobs_finished_at ON jobs (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX jobs_order ON jobs (sequence, submitted_at, id);
 ";

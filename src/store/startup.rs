@@ -10,8 +10,9 @@ use crate::scheduler::{Job, Stored};
 use rusqlite::OptionalExtension;
 use std::collections::HashMap;
 
-/// The non-terminal states, as stored; matches the `jobs_active` index.
-const ACTIVE: &str = "state IN ('QUEUED', 'RUNNING', 'RETRY_WAIT')";
+/// The non-terminal rows: a job has `finished_at` exactly while it is
+/// terminal (a requeue clears it). Matches the `jobs_active` index.
+const ACTIVE: &str = "finished_at IS NULL";
 
 impl JobStore {
     /// Everything recovery needs: every non-terminal job and the `window`
