@@ -24,6 +24,8 @@ mod invariant_tests;
 #[cfg(test)]
 mod ordering_tests;
 #[cfg(test)]
+mod peer_tests;
+#[cfg(test)]
 mod tests;
 
 pub use control::{CancelRefused, RequeueRefused};

@@ -6,7 +6,7 @@ use crate::protocol::payloads::encode_json;
 use crate::protocol::*;
 use serde_json::json;
 
-fn policy() -> Policy {
+pub(super) fn policy() -> Policy {
     Policy {
         aging_step_ms: 60_000,
         max_active_jobs: 1000,
@@ -22,7 +22,7 @@ fn policy() -> Policy {
     }
 }
 
-fn state() -> CoordinatorState {
+pub(super) fn state() -> CoordinatorState {
     CoordinatorState::new(policy(), slog::Logger::root(slog::Discard, slog::o!()))
 }
 
@@ -30,11 +30,11 @@ pub(super) fn echo(message: &str) -> SubmitRequest {
     SubmitRequest::new("echo", encode_json(&json!({ "message": message })))
 }
 
-fn consistent(s: &CoordinatorState) {
+pub(super) fn consistent(s: &CoordinatorState) {
     s.check_invariants().expect("invariants hold");
 }
 
-fn accepted(answer: SubmitAnswer) -> JobId {
+pub(super) fn accepted(answer: SubmitAnswer) -> JobId {
     match answer {
         SubmitAnswer::Accepted { job_id, .. } => job_id,
         SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
@@ -56,7 +56,7 @@ pub(super) fn w(name: &str) -> WorkerId {
 }
 
 /// The TaskAssign frames among the effects, as (session, job, lease).
-fn assignments(effects: &[Effect]) -> Vec<(SessionId, JobId, LeaseId)> {
+pub(super) fn assignments(effects: &[Effect]) -> Vec<(SessionId, JobId, LeaseId)> {
     effects
         .iter()
         .filter_map(|e| match e {

@@ -1,0 +1,52 @@
+//! What a hostile or confused worker can and cannot do to the state: results
+//! and progress for leases it does not hold, oversized registrations.
+
+use super::tests::{accepted, assignments, consistent, echo, state, w};
+use super::*;
+use crate::protocol::*;
+
+/// Two workers for `echo`, one job running on "a"; the effects are taken.
+fn job_running_on_a() -> (CoordinatorState, JobId, LeaseId) {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    s.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], 0);
+    let job = accepted(s.submit(echo("x"), 0));
+    s.schedule(0);
+    let assigned = assignments(&s.take_effects());
+    assert_eq!(assigned.len(), 1);
+    assert_eq!(assigned[0].0, SessionId(1), "assigned to a");
+    s.take_dirty();
+    (s, job, assigned[0].2)
+}
+
+#[test]
+fn a_result_sent_by_a_worker_that_does_not_hold_the_lease_is_stale() {
+    let (mut s, job, lease) = job_running_on_a();
+    let forged = s.task_result(&w("b"), job, lease, TaskOutcome::Succeeded(vec![]), 1);
+    assert!(forged.is_err(), "the forged result is refused");
+    assert_eq!(s.status(job, 1).map(|v| v.state), Some(JobState::Running));
+    assert_eq!(s.metrics.stale_results, 1);
+    assert!(!s.has_dirty(), "nothing changed");
+    consistent(&s);
+    let real = s.task_result(&w("a"), job, lease, TaskOutcome::Succeeded(vec![]), 2);
+    assert!(real.is_ok(), "the lease holder's result still counts");
+    assert_eq!(s.status(job, 2).map(|v| v.state), Some(JobState::Succeeded));
+    consistent(&s);
+}
+
+#[test]
+fn progress_from_a_worker_that_does_not_hold_the_lease_is_ignored() {
+    let (mut s, job, lease) = job_running_on_a();
+    let report = |percent| job::Progress {
+        percent,
+        message: String::new(),
+        at: 1,
+    };
+    s.task_progress(&w("b"), job, lease, report(90));
+    assert_eq!(s.status(job, 1).and_then(|v| v.progress), None);
+    s.task_progress(&w("a"), job, lease, report(10));
+    assert_eq!(
+        s.status(job, 1).and_then(|v| v.progress).map(|p| p.percent),
+        Some(10)
+    );
+}
