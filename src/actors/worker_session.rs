@@ -9,6 +9,7 @@ use crate::actors::coordinator::{
 use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::SendToWorker;
 use crate::actors::session_io::{SessionIo, SessionPhase};
+use crate::protocol::register::validate_register;
 use crate::protocol::{CoordinatorToWorker, ProtocolError, WorkerId, WorkerMessage};
 use crate::scheduler::SessionId;
 use actix::io::WriteHandler;
@@ -159,21 +160,11 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         task_types: Vec<String>,
         ctx: &mut Context<Self>,
     ) {
-        let invalid = crate::protocol::payloads::validate_task_type(&worker_id.0)
-            .err()
-            .map(|e| format!("worker_id: {}", e.reason))
-            .or_else(|| (capacity == 0).then(|| "capacity: must be at least 1".to_string()))
-            .or_else(|| {
-                task_types.iter().find_map(|t| {
-                    crate::protocol::payloads::validate_task_type(t)
-                        .err()
-                        .map(|e| e.to_string())
-                })
-            });
-        if let Some(reason) = invalid {
+        let limits = &self.io.policy().worker_limits;
+        if let Err(refused) = validate_register(&worker_id, capacity, &task_types, limits) {
             return self
                 .io
-                .close_with_error(format!("registration refused: {reason}"));
+                .close_with_error(format!("registration refused: {refused}"));
         }
         info!(self.io.log(), "worker connected"; "worker" => %worker_id);
         self.io.set_phase(Phase::Registered);

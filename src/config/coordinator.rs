@@ -50,6 +50,12 @@ config_struct! {
         max_payload_bytes: usize = 256 * 1024,
         /// Largest accepted task result; a bigger one fails its attempt.
         max_result_bytes: usize = 1024 * 1024,
+        /// Most task types one worker may advertise; a longer Register is
+        /// refused and the connection closed.
+        max_task_types_per_worker: usize =
+            crate::protocol::register::DEFAULT_MAX_TASK_TYPES_PER_WORKER,
+        /// Largest capacity a worker may register with.
+        max_worker_capacity: u32 = crate::protocol::register::DEFAULT_MAX_WORKER_CAPACITY,
         /// Shared secret workers must present (empty: none required).
         worker_token: String = String::new(),
         /// File holding the worker token (first line), instead of worker-token.
@@ -222,6 +228,12 @@ impl Validate for CoordinatorConfig {
         }
         self.check_exposure()?;
         at_least("max-result-bytes", self.max_result_bytes as u64, 1)?;
+        at_least(
+            "max-task-types-per-worker",
+            self.max_task_types_per_worker as u64,
+            1,
+        )?;
+        at_least("max-worker-capacity", self.max_worker_capacity.into(), 1)?;
         self.http_addr()?;
         frame_size(self.max_frame_bytes)
     }
