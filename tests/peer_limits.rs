@@ -42,3 +42,15 @@ fn a_registration_beyond_the_limits_is_refused_naming_the_limit() {
     let names: Vec<&str> = workers.iter().map(|w| w.worker_id.0.as_str()).collect();
     assert_eq!(names, ["fine"], "the refused workers were never registered");
 }
+
+#[test]
+fn a_worker_that_says_hello_but_never_registers_is_closed_at_the_handshake_timeout() {
+    let cluster = Cluster::start_configured(|c| c.handshake_timeout_millis = 200);
+    let mut silent = RawWorker::greet(cluster.coordinator().worker_addr, "silent");
+    let answer = silent.recv(Duration::from_secs(10));
+    let message = closed_with_error(&mut silent, answer);
+    assert!(
+        message.contains("Register") && message.contains("handshake-timeout-millis (200)"),
+        "{message}"
+    );
+}

@@ -82,10 +82,11 @@ impl SessionContext {
         }
     }
 
-    /// The error text for a connection that sent no valid `Hello` in time.
-    pub fn handshake_expired(&self) -> String {
+    /// The error text for a connection that sent no valid `awaited` frame
+    /// (`Hello`, or a worker's `Register`) in time.
+    pub fn handshake_expired(&self, awaited: &str) -> String {
         format!(
-            "no valid Hello within handshake-timeout-millis ({})",
+            "no valid {awaited} within handshake-timeout-millis ({})",
             self.policy.handshake_timeout.as_millis()
         )
     }

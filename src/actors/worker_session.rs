@@ -36,6 +36,16 @@ enum Phase {
 impl SessionPhase for Phase {
     const AWAITING_HELLO: Phase = Phase::AwaitingHello;
     const CLOSING: Phase = Phase::Closing;
+
+    /// A worker's handshake ends with its `Register`, so a connection that
+    /// said `Hello` and nothing more cannot hold a slot past the timeout.
+    fn awaited(self) -> Option<&'static str> {
+        match self {
+            Phase::AwaitingHello => Some("Hello"),
+            Phase::AwaitingRegister => Some("Register"),
+            Phase::Registered | Phase::Closing => None,
+        }
+    }
 }
 
 /// See the module documentation.

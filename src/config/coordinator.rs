@@ -74,7 +74,8 @@ config_struct! {
         max_connections: usize = 1024,
         /// Requests one client connection may have waiting for answers.
         max_in_flight_requests: usize = 64,
-        /// A connection without a valid Hello by then is closed.
+        /// A connection without a valid Hello (a worker: and Register) by
+        /// then is closed.
         handshake_timeout_millis: u64 = 5000,
         /// error, warn, info, debug or trace.
         log_level: LogLevel = LogLevel::Info,
