@@ -6,8 +6,11 @@ mod common;
 
 use common::raw_worker::RawWorker;
 use common::Cluster;
+use serde_json::json;
 use std::time::Duration;
-use taskyard::protocol::CoordinatorToWorker;
+use taskyard::client::WaitOutcome;
+use taskyard::protocol::payloads::encode_json;
+use taskyard::protocol::{CoordinatorToWorker, JobState, SubmitAnswer, SubmitRequest, TaskOutcome};
 
 /// The error frame the coordinator closes with, then the end of the stream.
 fn closed_with_error(worker: &mut RawWorker, answer: Option<CoordinatorToWorker>) -> String {
@@ -52,5 +55,34 @@ fn a_worker_that_says_hello_but_never_registers_is_closed_at_the_handshake_timeo
     assert!(
         message.contains("Register") && message.contains("handshake-timeout-millis (200)"),
         "{message}"
+    );
+}
+
+#[test]
+fn a_huge_error_from_a_worker_is_stored_cut_with_a_marker() {
+    let cluster = Cluster::start_configured(|_| {});
+    let mut worker = RawWorker::register(cluster.coordinator().worker_addr, "w", 1, &["echo"]);
+    let mut client = cluster.client();
+    let req = SubmitRequest {
+        max_attempts: Some(1),
+        ..SubmitRequest::new("echo", encode_json(&json!({ "message": "x" })))
+    };
+    let SubmitAnswer::Accepted { job_id, .. } = client.submit(req).expect("answered") else {
+        panic!("rejected");
+    };
+    let (job, lease) = worker.expect_assign(Duration::from_secs(5));
+    assert_eq!(job, job_id);
+    worker.send_result(job, lease, TaskOutcome::failed("e".repeat(70_000)));
+    let wait = client.wait(job_id, Duration::from_secs(10), Duration::from_millis(10));
+    let Ok(WaitOutcome::Finished(view)) = wait else {
+        panic!("job did not finish: {wait:?}");
+    };
+    assert_eq!(view.state, JobState::Failed);
+    let error = view.error.expect("an error");
+    assert!(
+        error.len() < 8192 + 80 && error.ends_with("more bytes cut: max-error-bytes is 8192]"),
+        "{} bytes ending {:?}",
+        error.len(),
+        &error[error.len().saturating_sub(60)..]
     );
 }

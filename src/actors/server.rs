@@ -205,6 +205,7 @@ impl Listeners {
             worker_limits: WorkerLimits {
                 max_task_types: config.max_task_types_per_worker,
                 max_capacity: config.max_worker_capacity,
+                max_error_bytes: config.max_error_bytes,
             },
         };
         let tls = match config.tls_enabled() {

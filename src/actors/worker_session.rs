@@ -9,8 +9,8 @@ use crate::actors::coordinator::{
 use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::SendToWorker;
 use crate::actors::session_io::{SessionIo, SessionPhase};
-use crate::protocol::register::validate_register;
-use crate::protocol::{CoordinatorToWorker, ProtocolError, WorkerId, WorkerMessage};
+use crate::protocol::register::{cut_at_char_boundary, validate_register};
+use crate::protocol::{CoordinatorToWorker, ProtocolError, TaskOutcome, WorkerId, WorkerMessage};
 use crate::scheduler::SessionId;
 use actix::io::WriteHandler;
 use actix::{Actor, Addr, AsyncContext, Context, Handler, Running, StreamHandler};
@@ -120,6 +120,13 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                 },
             ) => {
                 debug!(self.io.log(), "task result"; "job" => %job_id, "lease" => %lease);
+                let outcome = match outcome {
+                    TaskOutcome::Failed { error, retryable } => TaskOutcome::Failed {
+                        error: self.io.policy().worker_limits.cap_error(error),
+                        retryable,
+                    },
+                    succeeded => succeeded,
+                };
                 // do_send: a result must not be dropped; it is small and rate-bound by assignments.
                 self.coordinator.do_send(WorkerTaskResult {
                     session: self.id,
@@ -146,7 +153,11 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                     job_id,
                     lease,
                     percent,
-                    message: truncate(message, MAX_PROGRESS_MESSAGE),
+                    message: {
+                        let mut message = message;
+                        cut_at_char_boundary(&mut message, MAX_PROGRESS_MESSAGE);
+                        message
+                    },
                 });
             }
             (_, Some(worker_id), WorkerMessage::Draining) => {
@@ -191,18 +202,6 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
 
 /// Longest progress message kept, in bytes.
 const MAX_PROGRESS_MESSAGE: usize = 200;
-
-/// `text` cut to at most `max` bytes at a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let cut = (0..=max)
-            .rev()
-            .find(|i| text.is_char_boundary(*i))
-            .unwrap_or(0);
-        text.truncate(cut);
-    }
-    text
-}
 
 fn frame_name(frame: &WorkerMessage) -> &'static str {
     match frame {

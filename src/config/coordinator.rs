@@ -56,6 +56,9 @@ config_struct! {
             crate::protocol::register::DEFAULT_MAX_TASK_TYPES_PER_WORKER,
         /// Largest capacity a worker may register with.
         max_worker_capacity: u32 = crate::protocol::register::DEFAULT_MAX_WORKER_CAPACITY,
+        /// Longest failure text kept from a worker; the rest is cut and
+        /// the cut marked.
+        max_error_bytes: usize = crate::protocol::register::DEFAULT_MAX_ERROR_BYTES,
         /// Shared secret workers must present (empty: none required).
         worker_token: String = String::new(),
         /// File holding the worker token (first line), instead of worker-token.
@@ -235,6 +238,7 @@ impl Validate for CoordinatorConfig {
             1,
         )?;
         at_least("max-worker-capacity", self.max_worker_capacity.into(), 1)?;
+        at_least("max-error-bytes", self.max_error_bytes as u64, 1)?;
         self.http_addr()?;
         frame_size(self.max_frame_bytes)
     }

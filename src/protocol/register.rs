@@ -1,7 +1,7 @@
-//! What a worker may claim when it registers: the bounds on its capacity
-//! and on the task types it advertises, checked before the coordinator
-//! hears of it, so no registration can make the coordinator hold or index
-//! more than these limits allow.
+//! What a worker connection may make the coordinator hold: the bounds on
+//! the capacity and task types it registers with, checked before the
+//! coordinator hears of it, and on the error strings it reports, cut
+//! before they are stored.
 
 use crate::protocol::payloads::{validate_task_type, PayloadError};
 use crate::protocol::WorkerId;
@@ -11,6 +11,8 @@ use thiserror::Error;
 pub const DEFAULT_MAX_TASK_TYPES_PER_WORKER: usize = 256;
 /// Default for `max-worker-capacity`.
 pub const DEFAULT_MAX_WORKER_CAPACITY: u32 = 10_000;
+/// Default for `max-error-bytes`.
+pub const DEFAULT_MAX_ERROR_BYTES: usize = 8 * 1024;
 
 /// The coordinator's bounds on one worker connection, from its config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +21,8 @@ pub struct WorkerLimits {
     pub max_task_types: usize,
     /// `max-worker-capacity`: the largest capacity a worker may claim.
     pub max_capacity: u32,
+    /// `max-error-bytes`: the longest failure text kept from a worker.
+    pub max_error_bytes: usize,
 }
 
 impl Default for WorkerLimits {
@@ -26,7 +30,39 @@ impl Default for WorkerLimits {
         WorkerLimits {
             max_task_types: DEFAULT_MAX_TASK_TYPES_PER_WORKER,
             max_capacity: DEFAULT_MAX_WORKER_CAPACITY,
+            max_error_bytes: DEFAULT_MAX_ERROR_BYTES,
         }
+    }
+}
+
+impl WorkerLimits {
+    /// A worker's failure text as the coordinator keeps it: unchanged when
+    /// it fits `max_error_bytes`, else its first `max_error_bytes` bytes (cut
+    /// back to a character boundary) and a marker saying how many bytes
+    /// were cut.
+    pub fn cap_error(&self, mut error: String) -> String {
+        let total = error.len();
+        if total <= self.max_error_bytes {
+            return error;
+        }
+        cut_at_char_boundary(&mut error, self.max_error_bytes);
+        let cut = total - error.len();
+        error.push_str(&format!(
+            "… [{cut} more bytes cut: max-error-bytes is {}]",
+            self.max_error_bytes
+        ));
+        error
+    }
+}
+
+/// Shortens `text` to at most `max` bytes, ending at a character boundary.
+pub fn cut_at_char_boundary(text: &mut String, max: usize) {
+    if text.len() > max {
+        let end = (0..=max)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        text.truncate(end);
     }
 }
 
@@ -86,6 +122,30 @@ mod tests {
 
     fn types(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("t{i}")).collect()
+    }
+
+    #[test]
+    fn an_error_within_max_error_bytes_is_kept_whole() {
+        let error = "x".repeat(DEFAULT_MAX_ERROR_BYTES);
+        assert_eq!(WorkerLimits::default().cap_error(error.clone()), error);
+    }
+
+    #[test]
+    fn a_longer_error_is_cut_at_a_char_boundary_with_a_marker_saying_how_much() {
+        let limits = WorkerLimits {
+            max_error_bytes: 5,
+            ..WorkerLimits::default()
+        };
+        // "aé" is 3 bytes; a cut at 5 would split the third 'é'.
+        let capped = limits.cap_error("aéééé".into());
+        assert_eq!(capped, "aéé… [4 more bytes cut: max-error-bytes is 5]");
+        let huge = WorkerLimits::default().cap_error("e".repeat(70_000));
+        assert!(huge.len() < DEFAULT_MAX_ERROR_BYTES + 80);
+        assert!(
+            huge.ends_with("[61808 more bytes cut: max-error-bytes is 8192]"),
+            "{}",
+            &huge[8000..]
+        );
     }
 
     #[test]
