@@ -101,8 +101,13 @@ impl CoordinatorState {
     ) -> Result<(), StaleResult> {
         if let Some(reason) = self.stale_reason(worker, job_id, lease) {
             self.metrics.stale_results += 1;
-            warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
-                  "worker" => %worker, "reason" => &reason);
+            // Rate-limited: a peer repeating stale results cannot flood the
+            // log; the metric counts every one.
+            if let Some(suppressed) = self.stale_warnings.admit(now) {
+                warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
+                      "worker" => %worker, "reason" => &reason,
+                      "suppressed_since_last" => suppressed);
+            }
             return Err(StaleResult { reason });
         }
         let owner = worker.clone();

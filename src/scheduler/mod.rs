@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod observe;
 pub mod queries;
 pub mod queues;
+pub mod rate_limit;
 pub mod recovery;
 pub mod retry;
 pub mod row;

@@ -50,3 +50,38 @@ fn progress_from_a_worker_that_does_not_hold_the_lease_is_ignored() {
         Some(10)
     );
 }
+
+/// Keeps the message of every log record.
+#[derive(Clone, Default)]
+struct Messages(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl slog::Drain for Messages {
+    type Ok = ();
+    type Err = slog::Never;
+    fn log(&self, record: &slog::Record, _: &slog::OwnedKVList) -> Result<(), slog::Never> {
+        if let Ok(mut lines) = self.0.lock() {
+            lines.push(record.msg().to_string());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn stale_result_warnings_are_rate_limited_and_every_one_is_counted() {
+    let (mut s, job, lease) = job_running_on_a();
+    let messages = Messages::default();
+    s.log = slog::Logger::root(messages.clone(), slog::o!());
+    for now in 1..=100 {
+        let forged = TaskOutcome::Succeeded(vec![]);
+        assert!(s.task_result(&w("b"), job, lease, forged, now).is_err());
+    }
+    let stale_lines = || {
+        let lines = messages.0.lock().expect("lines");
+        lines.iter().filter(|m| m.contains("stale result")).count()
+    };
+    assert_eq!(stale_lines(), 1, "one line for a burst");
+    assert_eq!(s.metrics.stale_results, 100, "every one counted");
+    let late = TaskOutcome::Succeeded(vec![]);
+    assert!(s.task_result(&w("b"), job, lease, late, 2_000).is_err());
+    assert_eq!(stale_lines(), 2, "a second later, the next line");
+}

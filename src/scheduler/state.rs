@@ -116,6 +116,8 @@ pub struct CoordinatorState {
     pub(super) effects: Vec<Effect>,
     /// Counters and histograms for `/metrics`; never read by scheduling.
     pub(super) metrics: Metrics,
+    /// One "stale result dropped" line per second at most.
+    pub(super) stale_warnings: crate::scheduler::rate_limit::LogLimiter,
 }
 
 impl CoordinatorState {
@@ -138,6 +140,7 @@ impl CoordinatorState {
             dirty: DirtyRows::default(),
             effects: Vec::new(),
             metrics: Metrics::default(),
+            stale_warnings: crate::scheduler::rate_limit::LogLimiter::new(1000),
         }
     }
 
