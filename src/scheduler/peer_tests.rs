@@ -85,3 +85,28 @@ fn stale_result_warnings_are_rate_limited_and_every_one_is_counted() {
     assert!(s.task_result(&w("b"), job, lease, late, 2_000).is_err());
     assert_eq!(stale_lines(), 2, "a second later, the next line");
 }
+
+#[test]
+fn a_timeout_beyond_a_year_is_refused_naming_the_field() {
+    let mut s = state();
+    for timeout_ms in [u64::MAX, submission::MAX_TIMEOUT_MS + 1, 0] {
+        let req = SubmitRequest {
+            timeout_ms: Some(timeout_ms),
+            ..echo("x")
+        };
+        match s.submit(req, 0) {
+            SubmitAnswer::Rejected(r) => assert!(r.to_string().contains("timeout_ms"), "{r}"),
+            other => panic!("accepted {timeout_ms}: {other:?}"),
+        }
+    }
+    let req = SubmitRequest {
+        timeout_ms: Some(submission::MAX_TIMEOUT_MS),
+        ..echo("x")
+    };
+    let job = accepted(s.submit(req, 0));
+    assert_eq!(
+        s.status(job, 0).map(|v| v.timeout_ms),
+        Some(submission::MAX_TIMEOUT_MS)
+    );
+    consistent(&s);
+}
