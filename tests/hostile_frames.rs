@@ -177,6 +177,7 @@ async fn ten_thousand_hostile_inputs_leave_the_coordinator_serving_and_the_datab
         max_frame_bytes: config.max_frame_bytes,
         handshake_timeout: Duration::from_millis(config.handshake_timeout_millis),
         max_in_flight: config.max_in_flight_requests,
+        worker_limits: Default::default(),
     });
     let cases = generate_cases();
     assert_eq!(cases.len(), CASES);

@@ -3,6 +3,7 @@
 //! the handshake timeout; then frames no larger than the limit.
 
 use crate::actors::listener::Slot;
+use crate::protocol::register::WorkerLimits;
 use crate::protocol::{Hello, Role, PROTOCOL_VERSION};
 use crate::security::Secret;
 use slog::Logger;
@@ -23,6 +24,8 @@ pub struct ListenerPolicy {
     pub handshake_timeout: Duration,
     /// Client requests forwarded but not yet answered, per connection.
     pub max_in_flight: usize,
+    /// What a worker may register with (unused on the client listener).
+    pub worker_limits: WorkerLimits,
 }
 
 impl ListenerPolicy {
@@ -79,10 +82,11 @@ impl SessionContext {
         }
     }
 
-    /// The error text for a connection that sent no valid `Hello` in time.
-    pub fn handshake_expired(&self) -> String {
+    /// The error text for a connection that sent no valid `awaited` frame
+    /// (`Hello`, or a worker's `Register`) in time.
+    pub fn handshake_expired(&self, awaited: &str) -> String {
         format!(
-            "no valid Hello within handshake-timeout-millis ({})",
+            "no valid {awaited} within handshake-timeout-millis ({})",
             self.policy.handshake_timeout.as_millis()
         )
     }
@@ -99,6 +103,7 @@ mod tests {
             max_frame_bytes: 1024,
             handshake_timeout: Duration::from_secs(5),
             max_in_flight: 8,
+            worker_limits: WorkerLimits::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::actors::sweeper::Sweeper;
 use crate::actors::worker_session::WorkerSession;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
+use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
 use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention};
 use crate::security::tls;
@@ -224,6 +225,11 @@ impl Listeners {
             max_frame_bytes: config.max_frame_bytes,
             handshake_timeout: Duration::from_millis(config.handshake_timeout_millis),
             max_in_flight: config.max_in_flight_requests,
+            worker_limits: WorkerLimits {
+                max_task_types: config.max_task_types_per_worker,
+                max_capacity: config.max_worker_capacity,
+                max_error_bytes: config.max_error_bytes,
+            },
         };
         let tls = match config.tls_enabled() {
             true => Some(

@@ -50,6 +50,15 @@ config_struct! {
         max_payload_bytes: usize = 256 * 1024,
         /// Largest accepted task result; a bigger one fails its attempt.
         max_result_bytes: usize = 1024 * 1024,
+        /// Most task types one worker may advertise; a longer Register is
+        /// refused and the connection closed.
+        max_task_types_per_worker: usize =
+            crate::protocol::register::DEFAULT_MAX_TASK_TYPES_PER_WORKER,
+        /// Largest capacity a worker may register with.
+        max_worker_capacity: u32 = crate::protocol::register::DEFAULT_MAX_WORKER_CAPACITY,
+        /// Longest failure text kept from a worker; the rest is cut and
+        /// the cut marked.
+        max_error_bytes: usize = crate::protocol::register::DEFAULT_MAX_ERROR_BYTES,
         /// Shared secret workers must present (empty: none required).
         worker_token: String = String::new(),
         /// File holding the worker token (first line), instead of worker-token.
@@ -68,7 +77,8 @@ config_struct! {
         max_connections: usize = 1024,
         /// Requests one client connection may have waiting for answers.
         max_in_flight_requests: usize = 64,
-        /// A connection without a valid Hello by then is closed.
+        /// A connection without a valid Hello (a worker: and Register) by
+        /// then is closed.
         handshake_timeout_millis: u64 = 5000,
         /// error, warn, info, debug or trace.
         log_level: LogLevel = LogLevel::Info,
@@ -248,6 +258,13 @@ impl Validate for CoordinatorConfig {
         }
         self.check_exposure()?;
         at_least("max-result-bytes", self.max_result_bytes as u64, 1)?;
+        at_least(
+            "max-task-types-per-worker",
+            self.max_task_types_per_worker as u64,
+            1,
+        )?;
+        at_least("max-worker-capacity", self.max_worker_capacity.into(), 1)?;
+        at_least("max-error-bytes", self.max_error_bytes as u64, 1)?;
         self.http_addr()?;
         frame_size(self.max_frame_bytes)
     }

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod observe;
 pub mod queries;
 pub mod queues;
+pub mod rate_limit;
 pub mod recovery;
 pub mod retention;
 pub mod retry;
@@ -24,6 +25,8 @@ pub mod workers;
 mod invariant_tests;
 #[cfg(test)]
 mod ordering_tests;
+#[cfg(test)]
+mod peer_tests;
 #[cfg(test)]
 mod tests;
 

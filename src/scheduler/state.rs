@@ -128,6 +128,8 @@ pub struct CoordinatorState {
     pub(super) retention: Retention,
     /// The finished jobs in memory, in finishing order.
     pub(super) finished: FinishedJobs,
+    /// One "stale result dropped" line per second at most.
+    pub(super) stale_warnings: crate::scheduler::rate_limit::LogLimiter,
 }
 
 impl CoordinatorState {
@@ -152,6 +154,7 @@ impl CoordinatorState {
             metrics: Metrics::default(),
             retention: Retention::UNBOUNDED,
             finished: FinishedJobs::default(),
+            stale_warnings: crate::scheduler::rate_limit::LogLimiter::new(1000),
         }
     }
 

@@ -14,6 +14,9 @@ pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 /// Furthest a submission may be delayed: one year.
 pub const MAX_DELAY_MS: u64 = 366 * 24 * 60 * 60 * 1000;
+/// Longest per-attempt timeout, a year: stored as a signed 64-bit number,
+/// so anything accepted reads back unchanged after a restart.
+pub const MAX_TIMEOUT_MS: u64 = 366 * 24 * 60 * 60 * 1000;
 
 impl CoordinatorState {
     /// Admits a job if it is valid and below `max-active-jobs`. A rejected
@@ -117,8 +120,10 @@ impl CoordinatorState {
             ));
         }
         let timeout_ms = req.timeout_ms.unwrap_or(self.policy.default_timeout_ms);
-        if timeout_ms == 0 {
-            return Err("timeout_ms: must be at least 1".to_string());
+        if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
+            return Err(format!(
+                "timeout_ms: {timeout_ms} is outside 1..={MAX_TIMEOUT_MS} (a year)"
+            ));
         }
         if req.delay_ms.is_some_and(|d| d > MAX_DELAY_MS) {
             return Err(format!(

@@ -23,7 +23,7 @@ pub(super) fn policy() -> Policy {
     }
 }
 
-fn state() -> CoordinatorState {
+pub(super) fn state() -> CoordinatorState {
     CoordinatorState::new(policy(), slog::Logger::root(slog::Discard, slog::o!()))
 }
 
@@ -31,11 +31,11 @@ pub(super) fn echo(message: &str) -> SubmitRequest {
     SubmitRequest::new("echo", encode_json(&json!({ "message": message })))
 }
 
-fn consistent(s: &CoordinatorState) {
+pub(super) fn consistent(s: &CoordinatorState) {
     s.check_invariants().expect("invariants hold");
 }
 
-fn accepted(answer: SubmitAnswer) -> JobId {
+pub(super) fn accepted(answer: SubmitAnswer) -> JobId {
     match answer {
         SubmitAnswer::Accepted { job_id, .. } => job_id,
         SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
@@ -57,7 +57,7 @@ pub(super) fn w(name: &str) -> WorkerId {
 }
 
 /// The TaskAssign frames among the effects, as (session, job, lease).
-fn assignments(effects: &[Effect]) -> Vec<(SessionId, JobId, LeaseId)> {
+pub(super) fn assignments(effects: &[Effect]) -> Vec<(SessionId, JobId, LeaseId)> {
     effects
         .iter()
         .filter_map(|e| match e {

@@ -70,7 +70,8 @@ impl Handler<WorkerTaskProgress> for Coordinator {
             message: m.message,
             at: self.now(),
         };
-        self.state.task_progress(m.job_id, m.lease, progress);
+        self.state
+            .task_progress(&m.worker_id, m.job_id, m.lease, progress);
     }
 }
 
