@@ -5,7 +5,9 @@ use super::history_reads::Reply;
 use super::messages::*;
 use super::Coordinator;
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
-use crate::protocol::{ClientRequest, ClientResponse, JobId, Progress, SubmitRequest};
+use crate::protocol::{
+    ClientRequest, ClientResponse, JobId, Progress, SubmitRequest, MAX_LIST_JOBS,
+};
 use crate::scheduler::{CancelRefused, RequeueRefused};
 use actix::{Context, Handler};
 use slog::info;
@@ -105,9 +107,12 @@ impl Handler<WorkerDisconnected> for Coordinator {
 impl Handler<ClientCommand> for Coordinator {
     type Result = ();
 
-    fn handle(&mut self, m: ClientCommand, ctx: &mut Context<Self>) {
+    fn handle(&mut self, mut m: ClientCommand, ctx: &mut Context<Self>) {
         if self.commits.is_stopping() {
             return;
+        }
+        if let ClientRequest::List { limit, .. } = &mut m.request {
+            *limit = (*limit).min(MAX_LIST_JOBS);
         }
         if let Some(read) = self.history_read(&m.request) {
             return self.read_history(read, Reply::Client(m.reply_to, m.request_id), ctx);
