@@ -8,16 +8,10 @@ use common::raw_client::{self, request_frame};
 use common::{jobs, sessions, wait_until, Cluster};
 use serde_json::json;
 use std::io::Write;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
-use taskyard::actors::client_session::ClientSession;
-use taskyard::actors::handshake::{ListenerPolicy, SessionContext};
-use taskyard::actors::write_budget::UnwrittenBytes;
-use taskyard::actors::CoordinatorServer;
-use taskyard::clock::SystemClock;
+use taskyard::actors::handshake::ListenerPolicy;
 use taskyard::protocol::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 const BUDGET: usize = 64 * 1024;
 const ANSWER_BYTES: usize = 10 * 1024;

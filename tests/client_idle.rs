@@ -7,16 +7,11 @@ mod common;
 use common::raw_client::{self, read_frame};
 use common::{jobs, sessions, Cluster};
 use serde_json::json;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
-use taskyard::actors::client_session::ClientSession;
-use taskyard::actors::handshake::{ListenerPolicy, SessionContext};
-use taskyard::actors::CoordinatorServer;
+use taskyard::actors::handshake::ListenerPolicy;
 use taskyard::client::{Client, ClientOptions};
-use taskyard::clock::SystemClock;
 use taskyard::protocol::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::{AsyncWriteExt, DuplexStream};
 
 const IDLE: Duration = Duration::from_millis(1000);
 

@@ -236,3 +236,16 @@ fn attempt_history_is_persisted_across_a_restart() {
         .all(|a| a.worker_id.0 == "history-worker"));
     coordinator.stop();
 }
+
+#[test]
+fn a_list_asking_for_every_job_gets_at_most_max_list_jobs() {
+    let cluster = Cluster::start(0, 1);
+    let mut client = cluster.client();
+    let total = MAX_LIST_JOBS as usize + 20;
+    let batch: Vec<SubmitRequest> = (0..total).map(|i| echo(&i.to_string())).collect();
+    let answers = client.submit_batch(batch).expect("submitted");
+    let newest = accepted(answers.last().cloned().expect("answers"));
+    let listed = client.list(None, u32::MAX).expect("listed");
+    assert_eq!(listed.len(), MAX_LIST_JOBS as usize);
+    assert_eq!(listed[0].job_id, newest, "newest first");
+}

@@ -180,6 +180,7 @@ async fn ten_thousand_hostile_inputs_leave_the_coordinator_serving_and_the_datab
         max_unwritten_bytes: config.max_unwritten_answer_bytes,
         unwritten: Default::default(),
         idle_timeout: None,
+        worker_limits: Default::default(),
     });
     let cases = generate_cases();
     assert_eq!(cases.len(), CASES);

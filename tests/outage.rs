@@ -2,7 +2,8 @@
 //! held (nothing undurable is revealed), `/readyz` and `/metrics` say why,
 //! commits are retried until one succeeds, and a stop still ends within
 //! `shutdown-timeout-millis`. The failure is real: another connection holds
-//! SQLite's write lock, so every commit gets "database is locked".
+//! SQLite's write lock, so every commit gets "database is locked". A
+//! database that cannot be written at all is refused at start-up.
 
 mod common;
 
@@ -13,6 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use taskyard::client::Client;
+use taskyard::config::CoordinatorConfig;
 use taskyard::protocol::SubmitAnswer;
 
 /// Takes SQLite's write lock on `db` until the connection is dropped.
@@ -133,4 +135,74 @@ fn sigterm_while_commits_fail_exits_1_within_the_shutdown_timeout_and_stores_not
         0,
         "nothing of the refused commit is stored"
     );
+}
+
+/// The coordinator binary, run so that it cannot write `db` (an existing
+/// database file it does not own): as an unprivileged user when the test
+/// runs as root (root ignores file modes), else with the file made
+/// read-only. Returns its exit code and stderr.
+fn start_on_read_only_database(dir: &Path, db: &Path) -> (Option<i32>, String) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let set_mode = |path: &Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+    // A copy beside the database, so the unprivileged user can run it
+    // whatever the modes of the directories above the build.
+    let binary = dir.join("taskyard-coordinator");
+    std::fs::copy(env!("CARGO_BIN_EXE_taskyard-coordinator"), &binary).expect("copy binary");
+    set_mode(&binary, 0o755);
+    set_mode(dir, 0o777);
+    set_mode(db, 0o444);
+    let mut command = Command::new(&binary);
+    command
+        .arg("--db-path")
+        .arg(db)
+        .args([
+            "--client-listen",
+            "127.0.0.1:0",
+            "--worker-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--http-listen", "", "--sqlite-preallocate-wal", "false"]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        command.uid(65534).gid(65534);
+    }
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start coordinator");
+    let mut status = None;
+    wait_until("the coordinator to refuse", Duration::from_secs(10), || {
+        status = child.try_wait().expect("wait");
+        status.is_some()
+    });
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    (status.and_then(|s| s.code()), stderr)
+}
+
+#[test]
+fn a_database_that_cannot_be_written_is_refused_at_start_naming_the_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("taskyard.db");
+    let config = CoordinatorConfig {
+        sqlite_preallocate_wal: false,
+        ..coordinator_config(dir.path())
+    };
+    assert_eq!(
+        start_coordinator(config).stop(),
+        taskyard::actors::StopOutcome::Durable
+    );
+    let (code, stderr) = start_on_read_only_database(dir.path(), &db);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&db.display().to_string()) && stderr.contains("cannot be written"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("readonly"), "{stderr}");
 }

@@ -4,6 +4,7 @@
 
 use crate::actors::listener::Slot;
 use crate::actors::write_budget::UnwrittenBytes;
+use crate::protocol::register::WorkerLimits;
 use crate::protocol::{Hello, Role, PROTOCOL_VERSION};
 use crate::security::Secret;
 use slog::Logger;
@@ -34,6 +35,8 @@ pub struct ListenerPolicy {
     /// flight) is closed with an error frame. `None`: never (workers, whose
     /// liveness is the heartbeat).
     pub idle_timeout: Option<Duration>,
+    /// What a worker may register with (unused on the client listener).
+    pub worker_limits: WorkerLimits,
 }
 
 impl ListenerPolicy {
@@ -90,10 +93,11 @@ impl SessionContext {
         }
     }
 
-    /// The error text for a connection that sent no valid `Hello` in time.
-    pub fn handshake_expired(&self) -> String {
+    /// The error text for a connection that sent no valid `awaited` frame
+    /// (`Hello`, or a worker's `Register`) in time.
+    pub fn handshake_expired(&self, awaited: &str) -> String {
         format!(
-            "no valid Hello within handshake-timeout-millis ({})",
+            "no valid {awaited} within handshake-timeout-millis ({})",
             self.policy.handshake_timeout.as_millis()
         )
     }
@@ -113,6 +117,7 @@ mod tests {
             max_unwritten_bytes: 4096,
             unwritten: UnwrittenBytes::default(),
             idle_timeout: None,
+            worker_limits: WorkerLimits::default(),
         }
     }
 

@@ -1,9 +1,11 @@
 //! The coordinator process's actors: the single-writer `Coordinator`, one
-//! session per connection, the `Sweeper` and `Persistence`.
+//! session per connection, the `Sweeper`, `Persistence` and the `History`
+//! reader pool.
 
 pub mod client_session;
 pub mod coordinator;
 pub mod handshake;
+pub mod history;
 pub mod listener;
 pub mod open_files;
 pub mod outbox;

@@ -4,7 +4,7 @@
 
 use crate::actors::server::PERSISTENCE_THREAD;
 use crate::scheduler::JobRow;
-use crate::store::{JobStore, StoreError};
+use crate::store::{ExpiredJob, ExpiryCutoffs, JobStore, StoreError};
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
 use slog::{debug, Logger};
@@ -29,6 +29,17 @@ pub struct StageRows {
 pub struct CommitBatch {
     pub number: u64,
     pub rows: Vec<JobRow>,
+}
+
+/// Coordinator → persistence: delete up to `limit` finished jobs past
+/// `cutoffs`, with their attempts, in a transaction of their own. The
+/// answer lists the deleted jobs (durable: committed before the answer),
+/// or `None` when rows of the next batch are staged and expiry must wait.
+#[derive(Message)]
+#[rtype(result = "Result<Option<Vec<ExpiredJob>>, StoreError>")]
+pub struct ExpireJobs {
+    pub cutoffs: ExpiryCutoffs,
+    pub limit: usize,
 }
 
 /// Where the coordinator sends its rows.
@@ -115,6 +126,19 @@ impl Handler<CommitBatch> for Persistence {
         debug!(self.log, "batch committed"; "batch" => batch.number, "rows" => batch.rows.len(),
                "micros" => started.elapsed().as_micros() as u64);
         Ok(())
+    }
+}
+
+impl Handler<ExpireJobs> for Persistence {
+    type Result = Result<Option<Vec<ExpiredJob>>, StoreError>;
+
+    fn handle(&mut self, m: ExpireJobs, _: &mut SyncContext<Self>) -> Self::Result {
+        // A failed staging left nothing open, but its batch must fail
+        // first; expiry waits for the next round.
+        if self.failed.is_some() {
+            return Ok(None);
+        }
+        self.store.expire(m.cutoffs, m.limit)
     }
 }
 

@@ -3,8 +3,9 @@
 //! own thread, for `taskyard dev`, tests and benchmarks.
 
 use crate::actors::client_session::ClientSession;
-use crate::actors::coordinator::{Coordinator, Shutdown, NOT_DURABLE_EXIT_CODE};
+use crate::actors::coordinator::{Coordinator, ExpiryPolicy, Shutdown, NOT_DURABLE_EXIT_CODE};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
+use crate::actors::history::History;
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
 use crate::actors::open_files;
 use crate::actors::persistence::{Persistence, PersistenceLink};
@@ -13,8 +14,9 @@ use crate::actors::worker_session::WorkerSession;
 use crate::actors::write_budget::UnwrittenBytes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
+use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
-use crate::scheduler::{CoordinatorState, Policy, RecoverySummary};
+use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention};
 use crate::security::tls;
 use crate::store::{JobStore, StoreError};
 use actix::{Actor, Addr};
@@ -77,10 +79,11 @@ impl CoordinatorServer {
         if config.sqlite_preallocate_wal {
             preallocate_wal(&store, &log);
         }
-        let rows = store.load_all()?;
+        let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
-        let recovery = state.recover(rows, clock.now_millis());
+        let recovery = state.recover_stored(stored, clock.now_millis());
         info!(log, "recovered"; "db" => %config.db_path.display(), "rows" => recovery.loaded,
+              "stored" => recovery.stored,
               "requeued" => recovery.requeued, "failed" => recovery.failed,
               "millis" => started.elapsed().as_millis() as u64);
         let clients = bind("client-listen", config.client_listen).await?;
@@ -90,6 +93,7 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
+        let history = History::start(&config.db_path, config.history_readers)?;
         let persistence = Persistence::start(store, log.clone());
         let coordinator = Coordinator::new(
             state,
@@ -98,6 +102,8 @@ impl CoordinatorServer {
             log.clone(),
         )
         .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
+        .with_history(history.recipient(), retention(config))
+        .with_expiry(persistence.clone().recipient(), expiry(config))
         .start();
         Sweeper {
             coordinator: coordinator.clone(),
@@ -119,6 +125,24 @@ impl CoordinatorServer {
             recovery,
             client_unwritten,
         })
+    }
+}
+
+/// The hot-set bounds from the config.
+fn retention(config: &CoordinatorConfig) -> Retention {
+    Retention {
+        max_finished: config.retain_finished_in_memory,
+        max_age_ms: config.retain_finished_in_memory_millis,
+    }
+}
+
+/// How long finished jobs stay in the database, from the config.
+fn expiry(config: &CoordinatorConfig) -> ExpiryPolicy {
+    ExpiryPolicy {
+        job_retention_ms: config.job_retention_millis,
+        failed_retention_ms: config.failed_job_retention_millis,
+        interval_ms: config.expiry_interval_millis,
+        batch_rows: config.expiry_batch_rows,
     }
 }
 
@@ -219,6 +243,11 @@ impl Listeners {
             idle_timeout: match role {
                 Role::Client => Some(Duration::from_millis(config.client_idle_timeout_millis)),
                 Role::Worker => None,
+            },
+            worker_limits: WorkerLimits {
+                max_task_types: config.max_task_types_per_worker,
+                max_capacity: config.max_worker_capacity,
+                max_error_bytes: config.max_error_bytes,
             },
         };
         let tls = match config.tls_enabled() {

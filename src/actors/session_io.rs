@@ -28,6 +28,12 @@ pub trait SessionPhase: Copy + PartialEq + 'static {
     /// Entered by [`SessionIo::close`] and never left: nothing more is
     /// forwarded, and the actor stops once the writer is flushed.
     const CLOSING: Self;
+
+    /// The frame the handshake still waits for in this phase, if it is not
+    /// over: the handshake timer closes a session for which this is `Some`.
+    fn awaited(self) -> Option<&'static str> {
+        (self == Self::AWAITING_HELLO).then_some("Hello")
+    }
 }
 
 /// What the coordinator sends on one kind of connection.
@@ -176,8 +182,9 @@ where
         ctx.run_later(self.conn.policy.handshake_timeout, |_, ctx| ctx.stop());
     }
 
-    /// Arms the handshake timer: a session still awaiting its `Hello` after
-    /// the listener's handshake timeout is closed with an error frame.
+    /// Arms the handshake timer: a session whose handshake is not over (see
+    /// [`SessionPhase::awaited`]) after the listener's handshake timeout is
+    /// closed with an error frame naming the frame it waited for.
     /// `io` finds this `SessionIo` in the actor. Call from `Actor::started`.
     pub fn arm_handshake_timer<A>(&self, ctx: &mut Context<A>, io: fn(&mut A) -> &mut Self)
     where
@@ -185,8 +192,8 @@ where
     {
         ctx.run_later(self.conn.policy.handshake_timeout, move |act, _| {
             let io = io(act);
-            if io.phase == P::AWAITING_HELLO {
-                io.close_with_error(io.conn.handshake_expired());
+            if let Some(awaited) = io.phase.awaited() {
+                io.close_with_error(io.conn.handshake_expired(awaited));
             }
         });
     }

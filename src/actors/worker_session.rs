@@ -9,7 +9,8 @@ use crate::actors::coordinator::{
 use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::SendToWorker;
 use crate::actors::session_io::{SessionIo, SessionPhase};
-use crate::protocol::{CoordinatorToWorker, ProtocolError, WorkerId, WorkerMessage};
+use crate::protocol::register::{cut_at_char_boundary, validate_register};
+use crate::protocol::{CoordinatorToWorker, ProtocolError, TaskOutcome, WorkerId, WorkerMessage};
 use crate::scheduler::SessionId;
 use actix::io::WriteHandler;
 use actix::{Actor, Addr, AsyncContext, Context, Handler, Running, StreamHandler};
@@ -35,6 +36,16 @@ enum Phase {
 impl SessionPhase for Phase {
     const AWAITING_HELLO: Phase = Phase::AwaitingHello;
     const CLOSING: Phase = Phase::Closing;
+
+    /// A worker's handshake ends with its `Register`, so a connection that
+    /// said `Hello` and nothing more cannot hold a slot past the timeout.
+    fn awaited(self) -> Option<&'static str> {
+        match self {
+            Phase::AwaitingHello => Some("Hello"),
+            Phase::AwaitingRegister => Some("Register"),
+            Phase::Registered | Phase::Closing => None,
+        }
+    }
 }
 
 /// See the module documentation.
@@ -109,6 +120,13 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                 },
             ) => {
                 debug!(self.io.log(), "task result"; "job" => %job_id, "lease" => %lease);
+                let outcome = match outcome {
+                    TaskOutcome::Failed { error, retryable } => TaskOutcome::Failed {
+                        error: self.io.policy().worker_limits.cap_error(error),
+                        retryable,
+                    },
+                    succeeded => succeeded,
+                };
                 // do_send: a result must not be dropped; it is small and rate-bound by assignments.
                 self.coordinator.do_send(WorkerTaskResult {
                     session: self.id,
@@ -135,7 +153,11 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                     job_id,
                     lease,
                     percent,
-                    message: truncate(message, MAX_PROGRESS_MESSAGE),
+                    message: {
+                        let mut message = message;
+                        cut_at_char_boundary(&mut message, MAX_PROGRESS_MESSAGE);
+                        message
+                    },
                 });
             }
             (_, Some(worker_id), WorkerMessage::Draining) => {
@@ -159,21 +181,11 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         task_types: Vec<String>,
         ctx: &mut Context<Self>,
     ) {
-        let invalid = crate::protocol::payloads::validate_task_type(&worker_id.0)
-            .err()
-            .map(|e| format!("worker_id: {}", e.reason))
-            .or_else(|| (capacity == 0).then(|| "capacity: must be at least 1".to_string()))
-            .or_else(|| {
-                task_types.iter().find_map(|t| {
-                    crate::protocol::payloads::validate_task_type(t)
-                        .err()
-                        .map(|e| e.to_string())
-                })
-            });
-        if let Some(reason) = invalid {
+        let limits = &self.io.policy().worker_limits;
+        if let Err(refused) = validate_register(&worker_id, capacity, &task_types, limits) {
             return self
                 .io
-                .close_with_error(format!("registration refused: {reason}"));
+                .close_with_error(format!("registration refused: {refused}"));
         }
         info!(self.io.log(), "worker connected"; "worker" => %worker_id);
         self.io.set_phase(Phase::Registered);
@@ -190,18 +202,6 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
 
 /// Longest progress message kept, in bytes.
 const MAX_PROGRESS_MESSAGE: usize = 200;
-
-/// `text` cut to at most `max` bytes at a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let cut = (0..=max)
-            .rev()
-            .find(|i| text.is_char_boundary(*i))
-            .unwrap_or(0);
-        text.truncate(cut);
-    }
-    text
-}
 
 fn frame_name(frame: &WorkerMessage) -> &'static str {
     match frame {

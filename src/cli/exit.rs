@@ -60,7 +60,7 @@ impl From<Exit> for ExitCode {
 pub enum CliError {
     #[error(transparent)]
     Client(ClientError),
-    #[error("no job {0}")]
+    #[error("job {0} not found (expired or never existed)")]
     NoSuchJob(JobId),
     #[error("submission rejected: {0}")]
     Rejected(String),
@@ -127,6 +127,9 @@ mod tests {
         let id = JobId::mint();
         let e = CliError::from(ClientError::NotFound(id));
         assert_eq!(e.exit(), Exit::Usage);
-        assert_eq!(e.to_string(), format!("no job {id}"));
+        assert_eq!(
+            e.to_string(),
+            format!("job {id} not found (expired or never existed)")
+        );
     }
 }

@@ -273,6 +273,8 @@ pub fn workers_table(workers: &[WorkerView]) -> String {
 }
 
 /// Left-aligned columns two spaces apart, sized to their widest cell.
+/// Padded by hand: a format width over 65,535 panics, and a cell (an
+/// error, a task type list) can be longer than that.
 fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
@@ -285,7 +287,9 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     for row in std::iter::once(header_row).chain(rows) {
         let mut line = String::new();
         for (cell, width) in row.iter().zip(&widths) {
-            let _ = write!(line, "{cell:<width$}  ");
+            line.push_str(cell);
+            let pad = width.saturating_sub(cell.chars().count()) + 2;
+            line.extend(std::iter::repeat_n(' ', pad));
         }
         out.push_str(line.trim_end());
         out.push('\n');
@@ -452,6 +456,49 @@ mod tests {
     fn tables_align_columns_under_their_headers() {
         let text = table(&["A", "LONG"], vec![vec!["wide cell".into(), "x".into()]]);
         assert_eq!(text, "A          LONG\nwide cell  x");
+    }
+
+    /// Longer than the 65,535 a format width may be.
+    const HUGE: usize = 70_000;
+
+    #[test]
+    fn a_job_with_a_huge_error_prints_without_panicking() {
+        let view = JobView {
+            state: JobState::Failed,
+            error: Some("e".repeat(HUGE)),
+            history: vec![Attempt {
+                number: 1,
+                worker_id: WorkerId("w1".into()),
+                lease: crate::protocol::LeaseId::new_random(),
+                started_at: 0,
+                ended_at: Some(1),
+                outcome: Some(crate::protocol::AttemptOutcome::Failed {
+                    error: "e".repeat(HUGE),
+                }),
+            }],
+            ..job()
+        };
+        assert!(job_details(&view).len() > 2 * HUGE);
+        assert!(finished(&view).len() > HUGE);
+        assert!(
+            jobs_table(&[view]).len() < 1000,
+            "the list shows a short error"
+        );
+    }
+
+    #[test]
+    fn a_worker_with_a_huge_task_type_list_prints_without_panicking() {
+        let worker = WorkerView {
+            worker_id: WorkerId("w1".into()),
+            capacity: 1,
+            active: 0,
+            task_types: (0..10_000).map(|i| format!("type-{i}")).collect(),
+            registered_at: 0,
+            last_heartbeat_at: 0,
+            draining: false,
+        };
+        let text = workers_table(&[worker.clone(), worker]);
+        assert_eq!(text.lines().count(), 3);
     }
 
     #[test]

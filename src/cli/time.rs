@@ -65,11 +65,25 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
     if !valid {
         return Err(bad());
     }
+    if day > days_in_month(year, month) {
+        return Err(format!("{text:?}: {year}-{month:02} has no day {day}"));
+    }
     let millis_part = format!("{fraction:0<3}")[..3]
         .parse::<i64>()
         .map_err(|_| bad())?;
     let days = days_from_civil(year, month, day);
     Ok(((days * 86_400 + hour * 3600 + minute * 60 + second) * 1000 + millis_part) - offset_ms)
+}
+
+/// Days in `month` (1–12) of the proleptic Gregorian `year`.
+fn days_in_month(year: i64, month: i64) -> i64 {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 /// Splits `HH:MM:SS[.fff]` from its `Z` or `±HH:MM` suffix, returning the
@@ -143,6 +157,26 @@ mod tests {
             "2026-12-03",
         ] {
             assert!(parse_rfc3339(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn dates_that_are_not_in_the_calendar_are_refused() {
+        for bad in [
+            "2027-02-30T00:00:00Z",
+            "2027-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "1900-02-29T00:00:00Z",
+        ] {
+            let err = parse_rfc3339(bad).expect_err(bad);
+            assert!(err.contains("has no day"), "{err}");
+        }
+        for good in [
+            "2028-02-29T00:00:00Z",
+            "2000-02-29T00:00:00Z",
+            "2026-12-31T23:59:59Z",
+        ] {
+            assert!(parse_rfc3339(good).is_ok(), "{good}");
         }
     }
 

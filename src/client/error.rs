@@ -45,6 +45,6 @@ pub enum ClientError {
     UnexpectedResponse(String),
     /// The coordinator does not know this job (only from `Client::wait`;
     /// `Client::status` answers `None` instead).
-    #[error("no job {0}")]
+    #[error("job {0} not found (expired or never existed)")]
     NotFound(JobId),
 }

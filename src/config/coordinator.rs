@@ -50,6 +50,15 @@ config_struct! {
         max_payload_bytes: usize = 256 * 1024,
         /// Largest accepted task result; a bigger one fails its attempt.
         max_result_bytes: usize = 1024 * 1024,
+        /// Most task types one worker may advertise; a longer Register is
+        /// refused and the connection closed.
+        max_task_types_per_worker: usize =
+            crate::protocol::register::DEFAULT_MAX_TASK_TYPES_PER_WORKER,
+        /// Largest capacity a worker may register with.
+        max_worker_capacity: u32 = crate::protocol::register::DEFAULT_MAX_WORKER_CAPACITY,
+        /// Longest failure text kept from a worker; the rest is cut and
+        /// the cut marked.
+        max_error_bytes: usize = crate::protocol::register::DEFAULT_MAX_ERROR_BYTES,
         /// Shared secret workers must present (empty: none required).
         worker_token: String = String::new(),
         /// File holding the worker token (first line), instead of worker-token.
@@ -71,7 +80,8 @@ config_struct! {
         /// A client connection stops having its requests read while more
         /// than this many bytes of answers wait to be taken by its socket.
         max_unwritten_answer_bytes: usize = 4 * 1024 * 1024,
-        /// A connection without a valid Hello by then is closed.
+        /// A connection without a valid Hello (a worker: and Register) by
+        /// then is closed.
         handshake_timeout_millis: u64 = 5000,
         /// A client connection with no request for this long is closed
         /// with an error frame (clients keep idle connections open by Ping).
@@ -82,6 +92,23 @@ config_struct! {
         log_format: LogFormat = LogFormat::Text,
         /// Address of the HTTP API, metrics and dashboard; empty turns it off.
         http_listen: String = "127.0.0.1:7480".to_string(),
+        /// Most finished jobs kept in memory; older ones are read from the database.
+        retain_finished_in_memory: usize = 10_000,
+        /// Longest a finished job stays in memory.
+        retain_finished_in_memory_millis: u64 = 60_000,
+        /// Threads (each with a read-only connection) answering reads of
+        /// jobs no longer in memory.
+        history_readers: usize = 2,
+        /// SUCCEEDED and CANCELLED jobs are deleted this long after they
+        /// finish (default 7 days), with their attempts and idempotency key.
+        job_retention_millis: u64 = 7 * 24 * 60 * 60 * 1000,
+        /// FAILED jobs are deleted this long after they finish (default 30 days).
+        failed_job_retention_millis: u64 = 30 * 24 * 60 * 60 * 1000,
+        /// How often expired jobs are looked for; a backlog is deleted
+        /// batch after batch without waiting.
+        expiry_interval_millis: u64 = 60_000,
+        /// Most jobs deleted in one transaction.
+        expiry_batch_rows: usize = 500,
     }
 }
 
@@ -209,6 +236,15 @@ impl Validate for CoordinatorConfig {
         at_least("default-max-attempts", self.default_max_attempts.into(), 1)?;
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
         at_least("max-connections", self.max_connections as u64, 1)?;
+        at_least("history-readers", self.history_readers as u64, 1)?;
+        at_least("job-retention-millis", self.job_retention_millis, 1)?;
+        at_least(
+            "failed-job-retention-millis",
+            self.failed_job_retention_millis,
+            1,
+        )?;
+        at_least("expiry-interval-millis", self.expiry_interval_millis, 10)?;
+        at_least("expiry-batch-rows", self.expiry_batch_rows as u64, 1)?;
         at_least(
             "max-in-flight-requests",
             self.max_in_flight_requests as u64,
@@ -238,6 +274,13 @@ impl Validate for CoordinatorConfig {
         }
         self.check_exposure()?;
         at_least("max-result-bytes", self.max_result_bytes as u64, 1)?;
+        at_least(
+            "max-task-types-per-worker",
+            self.max_task_types_per_worker as u64,
+            1,
+        )?;
+        at_least("max-worker-capacity", self.max_worker_capacity.into(), 1)?;
+        at_least("max-error-bytes", self.max_error_bytes as u64, 1)?;
         self.http_addr()?;
         frame_size(self.max_frame_bytes)
     }

@@ -248,12 +248,47 @@ mod tests {
         f
     }
 
+    /// The retention keys `config/coordinator.toml` must list.
+    const RETENTION_KEYS: [&str; 7] = [
+        "retain-finished-in-memory",
+        "retain-finished-in-memory-millis",
+        "history-readers",
+        "job-retention-millis",
+        "failed-job-retention-millis",
+        "expiry-interval-millis",
+        "expiry-batch-rows",
+    ];
+
     #[test]
     fn example_files_load_with_every_key() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
         let c = load::<CoordinatorOptions>(Some(&dir.join("coordinator.toml")), Default::default())
             .expect("config/coordinator.toml loads");
         assert_eq!(c.client_listen.port(), 7400);
+        let text = std::fs::read_to_string(dir.join("coordinator.toml")).expect("readable");
+        let set = toml::from_str::<CoordinatorOptions>(&text)
+            .expect("parses")
+            .keys_set();
+        for key in RETENTION_KEYS {
+            assert!(set.iter().any(|k| k == key), "{key} is in coordinator.toml");
+        }
+        let defaults = CoordinatorConfig::default();
+        let retention = |c: &CoordinatorConfig| {
+            (
+                (
+                    c.retain_finished_in_memory,
+                    c.retain_finished_in_memory_millis,
+                ),
+                (c.history_readers, c.expiry_batch_rows),
+                (c.job_retention_millis, c.failed_job_retention_millis),
+                c.expiry_interval_millis,
+            )
+        };
+        assert_eq!(
+            retention(&c),
+            retention(&defaults),
+            "the file states the defaults"
+        );
         let w = load::<WorkerOptions>(Some(&dir.join("worker.toml")), Default::default())
             .expect("config/worker.toml loads");
         assert_eq!(w.coordinator, "127.0.0.1:7401");

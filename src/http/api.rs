@@ -16,7 +16,7 @@ use serde_json::json;
 
 /// Page size when `limit` is not given, and the largest allowed.
 pub const DEFAULT_PAGE: usize = 50;
-pub const MAX_PAGE: usize = 500;
+pub const MAX_PAGE: usize = crate::protocol::MAX_LIST_JOBS as usize;
 
 /// The hand-written OpenAPI 3 description of every route.
 pub const OPENAPI_JSON: &str = include_str!("openapi.json");

@@ -149,6 +149,9 @@ impl SubmitRequest {
     }
 }
 
+/// The most jobs one `List` answers with (the HTTP API's largest page).
+pub const MAX_LIST_JOBS: u32 = 500;
+
 /// Requests a client may send after `Hello`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest {
@@ -158,7 +161,8 @@ pub enum ClientRequest {
     Status {
         job_id: JobId,
     },
-    /// Newest first; `None` filters mean every state or task type.
+    /// Newest first; `None` filters mean every state or task type. At
+    /// most `MAX_LIST_JOBS` jobs are listed, whatever `limit` asks.
     List {
         state: Option<JobState>,
         limit: u32,

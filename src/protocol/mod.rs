@@ -9,6 +9,7 @@ pub mod job_state;
 pub mod messages;
 pub mod payloads;
 pub mod priority;
+pub mod register;
 pub mod views;
 
 pub use frame::{

@@ -1,5 +1,7 @@
 //! How many jobs are in each state, per task type, kept up to date on every
-//! transition so a list footer costs nothing per job.
+//! transition so a list footer costs nothing per job. Counters, not a
+//! count of jobs held: they include finished jobs evicted from memory, and
+//! recovery initialises them from a COUNT over the stored rows.
 
 use crate::protocol::{JobState, StateCount};
 use crate::scheduler::hash_map::HashMap;
@@ -16,7 +18,19 @@ fn slot(state: JobState) -> usize {
 
 impl StateCounts {
     pub fn add(&mut self, task_type: &str, state: JobState) {
-        self.by_type.entry(task_type.to_string()).or_default()[slot(state)] += 1;
+        self.add_n(task_type, state, 1);
+    }
+
+    /// Counts `n` more jobs of `task_type` in `state` (recovery's COUNT).
+    pub fn add_n(&mut self, task_type: &str, state: JobState, n: u64) {
+        self.by_type.entry(task_type.to_string()).or_default()[slot(state)] += n;
+    }
+
+    /// One job of `task_type` in `state` no longer exists (it expired).
+    pub fn remove(&mut self, task_type: &str, state: JobState) {
+        if let Some(counts) = self.by_type.get_mut(task_type) {
+            counts[slot(state)] = counts[slot(state)].saturating_sub(1);
+        }
     }
 
     pub fn moved(&mut self, task_type: &str, from: JobState, to: JobState) {

@@ -50,6 +50,11 @@ impl DirtyRows {
             .collect()
     }
 
+    /// True when `id` waits for the next batch.
+    pub(super) fn contains(&self, id: JobId) -> bool {
+        self.position.contains_key(&id)
+    }
+
     /// Verifies that `position` gives each dirty job's place in `order`
     /// and that no job is there twice; for tests.
     pub(super) fn check_invariants(&self) -> Result<(), String> {

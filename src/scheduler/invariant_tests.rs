@@ -1,13 +1,15 @@
 //! A property test: random sequences of every event the coordinator
 //! applies to `CoordinatorState` (submissions, scheduling, workers coming,
 //! heartbeating, draining and vanishing, results under current, stale and
-//! forged leases, client control, sweeps as time passes, batches taken, and
-//! restarts recovered from the stored rows), with every invariant checked
-//! after every step.
+//! forged leases, client control, sweeps as time passes, batches taken
+//! (and committed), finished jobs evicted from memory, requeues of evicted
+//! jobs read back, and restarts recovered from the stored rows), with
+//! every invariant checked after every step.
 
 use super::tests::{echo, stored_rows, w};
 use super::*;
 use crate::protocol::*;
+use crate::scheduler::hash_map::HashMap;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -34,8 +36,14 @@ fn policy() -> Policy {
     }
 }
 
+/// A small retention window, so evictions happen within a few events.
 fn state() -> CoordinatorState {
-    CoordinatorState::new(policy(), slog::Logger::root(slog::Discard, slog::o!()))
+    let mut s = CoordinatorState::new(policy(), slog::Logger::root(slog::Discard, slog::o!()));
+    s.set_retention(Retention {
+        max_finished: 2,
+        max_age_ms: 3000,
+    });
+    s
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -99,7 +107,10 @@ enum Event {
     Sweep {
         advance_ms: i64,
     },
+    /// Takes the dirty rows as the next batch and commits it.
     TakeDirty,
+    /// Evicts the finished jobs beyond the window whose rows are committed.
+    Evict,
     /// A new `CoordinatorState` recovered from every job's stored row.
     Restart,
 }
@@ -134,6 +145,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => prop::option::of(0..TASK_TYPES.len()).prop_map(|task| Event::RequeueFailed { task }),
         3 => (0..7_000i64).prop_map(|advance_ms| Event::Sweep { advance_ms }),
         2 => Just(Event::TakeDirty),
+        2 => Just(Event::Evict),
         1 => Just(Event::Restart),
     ]
 }
@@ -147,6 +159,11 @@ struct Harness {
     sessions: [Option<SessionId>; WORKERS.len()],
     replaced: [Option<SessionId>; WORKERS.len()],
     next_session: u64,
+    /// The newest batch committed.
+    durable: u64,
+    /// Each job as its newest committed row has it: what the database
+    /// holds, and all that is left of an evicted job.
+    stored: HashMap<JobId, Job>,
 }
 
 impl Harness {
@@ -158,10 +175,18 @@ impl Harness {
             sessions: [None; WORKERS.len()],
             replaced: [None; WORKERS.len()],
             next_session: 1,
+            durable: 0,
+            stored: HashMap::default(),
         }
     }
 
+    /// One accepted job still in memory (an evicted one receives no
+    /// events but a requeue).
     fn pick(&self, job: &Index) -> Option<JobId> {
+        self.pick_any(job).filter(|id| self.state.holds(*id))
+    }
+
+    fn pick_any(&self, job: &Index) -> Option<JobId> {
         (!self.jobs.is_empty()).then(|| self.jobs[job.index(self.jobs.len())])
     }
 
@@ -223,11 +248,7 @@ impl Harness {
                     let _ = self.state.cancel(id, now);
                 }
             }
-            Event::Requeue { job } => {
-                if let Some(id) = self.pick(job) {
-                    let _ = self.state.requeue(id, now);
-                }
-            }
+            Event::Requeue { job } => self.requeue(job)?,
             Event::RequeueFailed { task } => {
                 let task_type = task.map(|t| TASK_TYPES[t]);
                 self.state.requeue_failed(task_type, now);
@@ -237,6 +258,7 @@ impl Harness {
                 self.state.sweep(self.now);
             }
             Event::TakeDirty => self.take_dirty()?,
+            Event::Evict => self.evict()?,
             Event::Restart => self.restart()?,
         }
         self.state.take_effects();
@@ -336,10 +358,68 @@ impl Harness {
         Ok(())
     }
 
-    /// Takes a batch: every row names an accepted job and carries the
-    /// job's last attempt; nothing is left dirty.
+    /// Requeues as the coordinator does: a job no longer in memory is
+    /// read back from its stored row first.
+    fn requeue(&mut self, job: &Index) -> Result<(), TestCaseError> {
+        let Some(id) = self.pick_any(job) else {
+            return Ok(());
+        };
+        if !self.state.holds(id) {
+            let stored = self.stored.get(&id).cloned();
+            prop_assert!(stored.is_some(), "evicted job {} was never stored", id);
+            if let Some(job) = stored {
+                self.state.restore(job, self.now);
+            }
+        }
+        let _ = self.state.requeue(id, self.now);
+        Ok(())
+    }
+
+    /// Evicts what retention allows; every evicted job is finished and
+    /// exactly as its committed row has it.
+    fn evict(&mut self) -> Result<(), TestCaseError> {
+        let before: Vec<Job> = self
+            .jobs
+            .iter()
+            .filter_map(|id| self.state.job(*id).cloned())
+            .collect();
+        self.state.evict_finished(self.now, self.durable);
+        for job in before.iter().filter(|j| !self.state.holds(j.id)) {
+            prop_assert!(
+                job.state.is_terminal(),
+                "evicted job {} is {}",
+                job.id,
+                job.state
+            );
+            let stored = self.stored.get(&job.id).map(|s| Job {
+                progress: None,
+                ..s.clone()
+            });
+            prop_assert_eq!(
+                stored.as_ref(),
+                Some(job),
+                "evicted job {} is durable",
+                job.id
+            );
+        }
+        Ok(())
+    }
+
+    /// Takes a batch and commits it: every row names an accepted job and
+    /// carries the job's last attempt; nothing is left dirty.
     fn take_dirty(&mut self) -> Result<(), TestCaseError> {
+        let batch = self.durable + 1;
+        self.state.seal_finished(batch);
         for row in self.state.take_dirty() {
+            if let Some(job) = self.state.job(row.id) {
+                self.stored.insert(
+                    row.id,
+                    Job {
+                        progress: None,
+                        ..job.clone()
+                    },
+                );
+            }
             let job = self.state.job(row.id);
             prop_assert!(job.is_some(), "row for unknown job {}", row.id);
             let last = job.and_then(|j| j.history.last());
@@ -351,13 +431,18 @@ impl Harness {
             );
         }
         prop_assert!(!self.state.has_dirty());
+        self.durable = batch;
         Ok(())
     }
 
     /// Restarts from every job's row as the database returns it (progress
-    /// is never stored); workers must register again.
+    /// is never stored), evicted ones included; workers must register again.
     fn restart(&mut self) -> Result<(), TestCaseError> {
-        let rows = stored_rows(&self.state);
+        let mut rows = stored_rows(&self.state);
+        let evicted = self.jobs.iter().filter(|id| !self.state.holds(**id));
+        rows.extend(evicted.filter_map(|id| self.stored.get(id).cloned()));
+        // The restart stands for a clean stop: every row is committed.
+        self.stored = rows.iter().map(|job| (job.id, job.clone())).collect();
         self.state = state();
         let summary = self.state.recover(rows, self.now);
         prop_assert_eq!(summary.loaded, self.jobs.len());

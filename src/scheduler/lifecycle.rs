@@ -85,7 +85,10 @@ impl CoordinatorState {
         }
     }
 
-    /// Applies a task result if it belongs to the job's current attempt.
+    /// Applies a task result if it belongs to the job's current attempt and
+    /// comes from the worker running that attempt; anything else (a late
+    /// result, an unknown job, a lease sent by another worker) is counted
+    /// as stale, logged and changes nothing.
     /// The worker's slot is released only once the job has left RUNNING; a
     /// refused move (a bug, logged) leaves job and slot as they were.
     pub fn task_result(
@@ -96,23 +99,18 @@ impl CoordinatorState {
         outcome: TaskOutcome,
         now: i64,
     ) -> Result<(), StaleResult> {
-        let current = self.jobs.get(&job_id).and_then(|j| {
-            (j.state == JobState::Running && j.lease == Some(lease)).then(|| j.worker_id.clone())
-        });
-        let Some(Some(owner)) = current else {
-            let reason = match self.jobs.get(&job_id) {
-                None => "unknown job".to_string(),
-                Some(j) => format!(
-                    "job is {} under lease {:?}",
-                    j.state,
-                    j.lease.map(|l| l.to_string())
-                ),
-            };
+        if let Some(reason) = self.stale_reason(worker, job_id, lease) {
             self.metrics.stale_results += 1;
-            warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
-                  "worker" => %worker, "reason" => &reason);
+            // Rate-limited: a peer repeating stale results cannot flood the
+            // log; the metric counts every one.
+            if let Some(suppressed) = self.stale_warnings.admit(now) {
+                warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
+                      "worker" => %worker, "reason" => &reason,
+                      "suppressed_since_last" => suppressed);
+            }
             return Err(StaleResult { reason });
-        };
+        }
+        let owner = worker.clone();
         let ended = match outcome {
             TaskOutcome::Succeeded(result) if result.len() > self.policy.max_result_bytes => {
                 let error = format!(
@@ -143,10 +141,35 @@ impl CoordinatorState {
         Ok(())
     }
 
-    /// Records progress of the attempt under `lease`; ignored for any other.
-    pub fn task_progress(&mut self, job_id: JobId, lease: LeaseId, progress: Progress) {
+    /// Why a result from `worker` for `lease` does not count, if it does not:
+    /// only the worker holding the job's current lease may end the attempt.
+    fn stale_reason(&self, worker: &WorkerId, job_id: JobId, lease: LeaseId) -> Option<String> {
+        let Some(job) = self.jobs.get(&job_id) else {
+            return Some("unknown job".to_string());
+        };
+        if job.state != JobState::Running || job.lease != Some(lease) {
+            let current = job.lease.map(|l| l.to_string());
+            return Some(format!("job is {} under lease {current:?}", job.state));
+        }
+        match &job.worker_id {
+            Some(holder) if holder == worker => None,
+            Some(holder) => Some(format!("the lease is held by worker {holder}")),
+            None => Some("the running job has no worker".to_string()),
+        }
+    }
+
+    /// Records progress of the attempt under `lease`; ignored for any other
+    /// lease and from any worker but the one running that attempt.
+    pub fn task_progress(
+        &mut self,
+        worker: &WorkerId,
+        job_id: JobId,
+        lease: LeaseId,
+        progress: Progress,
+    ) {
         if let Some(job) = self.jobs.get_mut(&job_id) {
-            if job.state == JobState::Running && job.lease == Some(lease) {
+            let holder = job.worker_id.as_ref() == Some(worker);
+            if job.state == JobState::Running && job.lease == Some(lease) && holder {
                 job.progress = Some(progress);
             }
         }

@@ -11,7 +11,9 @@ pub mod metrics;
 pub mod observe;
 pub mod queries;
 pub mod queues;
+pub mod rate_limit;
 pub mod recovery;
+pub mod retention;
 pub mod retry;
 pub mod row;
 pub mod state;
@@ -24,14 +26,17 @@ mod invariant_tests;
 #[cfg(test)]
 mod ordering_tests;
 #[cfg(test)]
+mod peer_tests;
+#[cfg(test)]
 mod tests;
 
 pub use control::{CancelRefused, RequeueRefused};
-pub use job::Job;
+pub use job::{Job, OrderKey};
 pub use lifecycle::StaleResult;
 pub use metrics::Metrics;
 pub use observe::{JobPage, PageCursor, QueueDepth, StatsSnapshot};
-pub use recovery::{RecoverySummary, RESTARTED_DURING_FINAL_ATTEMPT};
+pub use recovery::{RecoverySummary, Stored, RESTARTED_DURING_FINAL_ATTEMPT};
+pub use retention::Retention;
 pub use retry::RetryPolicy;
 pub use row::JobRow;
 pub use state::{CoordinatorState, Effect, Policy, TransitionRefused};

@@ -44,7 +44,9 @@ impl CoordinatorState {
         }
     }
 
-    fn view(&self, job: &Job, now: i64) -> JobView {
+    /// The job as a client sees it at `now`, whether held in memory or
+    /// read back from the database.
+    pub fn view(&self, job: &Job, now: i64) -> JobView {
         let no_worker = !self.workers.advertised(&job.task_type);
         job.view(no_worker, now, self.policy.aging_step_ms)
     }
@@ -60,6 +62,12 @@ impl CoordinatorState {
 
     pub fn worker_views(&self) -> Vec<WorkerView> {
         self.workers.views()
+    }
+
+    /// Jobs per state (non-zero only), of one task type or all: counters
+    /// kept on every transition, so they include jobs evicted from memory.
+    pub fn state_counts(&self, task_type: Option<&str>) -> Vec<crate::protocol::StateCount> {
+        self.state_counts.counts(task_type)
     }
 
     pub fn active_jobs(&self) -> u64 {

@@ -1,7 +1,10 @@
-//! Recovery after a restart: every stored row loaded back, and the
-//! attempts the restart interrupted ended.
+//! Recovery after a restart: the stored active set (and a window of
+//! recently finished jobs) loaded back, the attempts the restart
+//! interrupted ended, and the counters and idempotency keys of everything
+//! stored restored without loading those jobs.
 
-use crate::protocol::{AttemptOutcome, JobState};
+use crate::protocol::{AttemptOutcome, JobId, JobState};
+use crate::scheduler::counts::StateCounts;
 use crate::scheduler::job::Job;
 use crate::scheduler::state::{CoordinatorState, TransitionRefused};
 
@@ -11,44 +14,136 @@ pub const RESTARTED_DURING_FINAL_ATTEMPT: &str = "restarted during final attempt
 /// What recovery did with the loaded rows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecoverySummary {
+    /// Jobs loaded into memory: the active set and the finished window.
     pub loaded: usize,
     pub requeued: usize,
     pub failed: usize,
+    /// Jobs the database holds, loaded or not.
+    pub stored: u64,
+}
+
+/// What the database holds at start-up, as recovery needs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// Every non-terminal job, and finished ones to keep in memory.
+    pub jobs: Vec<Job>,
+    /// The idempotency key of every stored job, with its job.
+    pub idempotency: Vec<(String, JobId)>,
+    /// Stored jobs per (task type, state), loaded or not.
+    pub counts: Vec<(String, JobState, u64)>,
+    /// The largest stored sequence and the submission time of its job,
+    /// loaded or not, so new jobs sort after every stored one.
+    pub newest: Option<(u64, i64)>,
+}
+
+impl Stored {
+    /// Every stored job loaded: keys and counts follow from the rows.
+    pub fn everything(jobs: Vec<Job>) -> Stored {
+        let idempotency = jobs
+            .iter()
+            .filter_map(|j| j.idempotency_key.clone().map(|k| (k, j.id)))
+            .collect();
+        let counts = jobs
+            .iter()
+            .map(|j| (j.task_type.clone(), j.state, 1))
+            .collect();
+        let newest = jobs.iter().map(|j| (j.sequence, j.submitted_at)).max();
+        Stored {
+            jobs,
+            idempotency,
+            counts,
+            newest,
+        }
+    }
 }
 
 impl CoordinatorState {
-    /// Loads every stored row. RUNNING rows (their attempt's outcome is
-    /// unknown) are requeued while budget remains, else FAILED; all other
-    /// rows load as they are. The sequence resumes past the largest stored.
+    /// Recovers from every stored row (see `recover_stored`).
     pub fn recover(&mut self, rows: Vec<Job>, now: i64) -> RecoverySummary {
+        self.recover_stored(Stored::everything(rows), now)
+    }
+
+    /// Loads the stored jobs. RUNNING rows (their attempt's outcome is
+    /// unknown) are requeued while budget remains, else FAILED; all other
+    /// rows load as they are. Finished jobs enter the retention window in
+    /// the order they finished, as durable (the window's bounds apply at
+    /// the next sweep). Counts per state are `stored.counts` (adjusted for
+    /// the rows recovery rewrote), and every stored idempotency key stays
+    /// resolvable. The sequence resumes past the largest stored, and
+    /// submission times never go below the newest stored.
+    pub fn recover_stored(&mut self, stored: Stored, now: i64) -> RecoverySummary {
         let mut summary = RecoverySummary {
-            loaded: rows.len(),
+            loaded: stored.jobs.len(),
+            stored: stored.counts.iter().map(|(_, _, n)| n).sum(),
             ..Default::default()
         };
-        for mut job in rows {
-            self.next_sequence = self.next_sequence.max(job.sequence + 1);
-            let rewritten = job.state == JobState::Running
-                && match self.end_interrupted_attempt(&mut job, now) {
-                    Ok(JobState::Queued) => {
-                        summary.requeued += 1;
-                        true
-                    }
-                    Ok(_) => {
-                        summary.failed += 1;
-                        true
-                    }
-                    Err(_) => false,
-                };
-            if !job.state.is_terminal() {
-                self.active_jobs += 1;
-            }
-            let id = job.id;
-            self.insert(job, now);
-            if rewritten {
-                self.mark_dirty(id);
+        self.state_counts = StateCounts::default();
+        for (task_type, state, n) in &stored.counts {
+            self.state_counts.add_n(task_type, *state, *n);
+        }
+        self.idempotency.extend(stored.idempotency);
+        if let Some((sequence, submitted_at)) = stored.newest {
+            self.next_sequence = self.next_sequence.max(sequence + 1);
+            self.latest_submission = self.latest_submission.max(submitted_at);
+        }
+        let (active, mut finished): (Vec<Job>, Vec<Job>) = stored
+            .jobs
+            .into_iter()
+            .partition(|j| !j.state.is_terminal());
+        finished.sort_by_key(|j| j.finished_at);
+        let mut ended_now = Vec::new();
+        for job in active {
+            if let Some(id) = self.recover_active(job, now, &mut summary) {
+                ended_now.push(id);
             }
         }
+        for job in finished {
+            self.next_sequence = self.next_sequence.max(job.sequence + 1);
+            self.finished
+                .finished(job.id, job.finished_at.unwrap_or(now));
+            self.insert(job, now);
+        }
+        // Loaded finished rows are durable; jobs failed just now are not
+        // until the coordinator's first batch commits (it seals them).
+        self.seal_finished(0);
+        for id in ended_now {
+            self.finished.finished(id, now);
+        }
         summary
+    }
+
+    /// Loads one non-terminal row; returns its id if recovery ended it
+    /// (FAILED in its final attempt).
+    fn recover_active(
+        &mut self,
+        mut job: Job,
+        now: i64,
+        summary: &mut RecoverySummary,
+    ) -> Option<JobId> {
+        self.next_sequence = self.next_sequence.max(job.sequence + 1);
+        let rewritten = match job.state {
+            JobState::Running => self.end_interrupted_attempt(&mut job, now).ok(),
+            _ => None,
+        };
+        match rewritten {
+            Some(JobState::Queued) => summary.requeued += 1,
+            Some(_) => summary.failed += 1,
+            None => {}
+        }
+        if let Some(to) = rewritten {
+            self.state_counts
+                .moved(&job.task_type, JobState::Running, to);
+        }
+        if !job.state.is_terminal() {
+            self.active_jobs += 1;
+        }
+        let id = job.id;
+        let ended = job.state.is_terminal();
+        self.insert(job, now);
+        if rewritten.is_some() {
+            self.mark_dirty(id);
+        }
+        ended.then_some(id)
     }
 
     /// Ends the attempt a restart interrupted: QUEUED while budget

@@ -10,6 +10,7 @@ use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::{Job, OrderKey};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
+use crate::scheduler::retention::{FinishedJobs, Retention};
 use crate::scheduler::retry::RetryPolicy;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
 use slog::{error, Logger};
@@ -109,13 +110,26 @@ pub struct CoordinatorState {
     /// The latest `submitted_at` of any job held; see `admit`.
     pub(super) latest_submission: i64,
     pub(super) active_jobs: u64,
-    /// Idempotency key → the job first submitted with it.
+    /// Idempotency key → the job first submitted with it, for every job
+    /// the database still holds, evicted ones included. A compact map
+    /// (key and id, no job) rather than a database lookup on a miss: a
+    /// submission is then decided by the single writer in one step, so
+    /// two concurrent submissions with one key can never both create a
+    /// job, and no submit answer waits on a read. It is bounded by
+    /// retention: a key leaves with its job when the job expires, and
+    /// recovery loads only the keys of stored jobs.
     pub(super) idempotency: HashMap<String, JobId>,
     /// Jobs changed since the last `take_dirty`; see `DirtyRows`.
     pub(super) dirty: DirtyRows,
     pub(super) effects: Vec<Effect>,
     /// Counters and histograms for `/metrics`; never read by scheduling.
     pub(super) metrics: Metrics,
+    /// How many finished jobs memory keeps; see `retention`.
+    pub(super) retention: Retention,
+    /// The finished jobs in memory, in finishing order.
+    pub(super) finished: FinishedJobs,
+    /// One "stale result dropped" line per second at most.
+    pub(super) stale_warnings: crate::scheduler::rate_limit::LogLimiter,
 }
 
 impl CoordinatorState {
@@ -138,17 +152,21 @@ impl CoordinatorState {
             dirty: DirtyRows::default(),
             effects: Vec::new(),
             metrics: Metrics::default(),
+            retention: Retention::UNBOUNDED,
+            finished: FinishedJobs::default(),
+            stale_warnings: crate::scheduler::rate_limit::LogLimiter::new(1000),
         }
     }
 
-    /// Adds a job in whatever state it is in to every index that state needs.
+    /// Adds a job in whatever state it is in to every index that state
+    /// needs. The counts per state are the caller's: a new submission adds
+    /// one, recovery sets them from the stored counts.
     pub(super) fn insert(&mut self, job: Job, now: i64) {
         if let Some(key) = &job.idempotency_key {
             self.idempotency.insert(key.clone(), job.id);
         }
         self.latest_submission = self.latest_submission.max(job.submitted_at);
         self.by_sequence.insert(job.order_key());
-        self.state_counts.add(&job.task_type, job.state);
         self.index(&job, now);
         self.jobs.insert(job.id, Box::new(job));
     }
@@ -237,9 +255,11 @@ impl CoordinatorState {
         if to.is_terminal() {
             job.finished_at = Some(now);
             self.active_jobs -= 1;
+            self.finished.finished(id, now);
         } else if from.is_terminal() {
             // A requeue: the job counts against admission again.
             self.active_jobs += 1;
+            self.finished.forget(id);
         }
         self.metrics.record_transition(&job, from, now);
         self.index(&job, now);

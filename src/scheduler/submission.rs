@@ -14,22 +14,17 @@ pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 /// Furthest a submission may be delayed: one year.
 pub const MAX_DELAY_MS: u64 = 366 * 24 * 60 * 60 * 1000;
+/// Longest per-attempt timeout, a year: stored as a signed 64-bit number,
+/// so anything accepted reads back unchanged after a restart.
+pub const MAX_TIMEOUT_MS: u64 = 366 * 24 * 60 * 60 * 1000;
 
 impl CoordinatorState {
     /// Admits a job if it is valid and below `max-active-jobs`. A rejected
     /// submission changes nothing.
     /// A key seen before returns the original job's id and creates nothing.
     pub fn submit(&mut self, req: SubmitRequest, now: i64) -> SubmitAnswer {
-        let existing = req
-            .idempotency_key
-            .as_ref()
-            .and_then(|key| self.idempotency.get(key))
-            .and_then(|id| self.jobs.get(id));
-        if let Some(job) = existing {
-            return SubmitAnswer::Accepted {
-                job_id: job.id,
-                no_worker: !self.workers.advertised(&job.task_type),
-            };
+        if let Some(answer) = self.resubmission(&req) {
+            return answer;
         }
         let job = match self.admit(req, now) {
             Ok(job) => job,
@@ -46,9 +41,26 @@ impl CoordinatorState {
               "priority" => %job.priority, "sequence" => job.sequence);
         self.next_sequence += 1;
         self.active_jobs += 1;
+        self.state_counts.add(&job.task_type, job.state);
         self.insert(job, now);
         self.mark_dirty(job_id);
         SubmitAnswer::Accepted { job_id, no_worker }
+    }
+
+    /// The answer to a submission whose idempotency key was seen before:
+    /// the original job's id. The key of a finished job evicted from
+    /// memory is still held (see `idempotency`); such a job runs nothing
+    /// more, so `no_worker` is false.
+    fn resubmission(&self, req: &SubmitRequest) -> Option<SubmitAnswer> {
+        let id = *self.idempotency.get(req.idempotency_key.as_ref()?)?;
+        let no_worker = self
+            .jobs
+            .get(&id)
+            .is_some_and(|job| !self.workers.advertised(&job.task_type));
+        Some(SubmitAnswer::Accepted {
+            job_id: id,
+            no_worker,
+        })
     }
 
     fn admit(&self, req: SubmitRequest, now: i64) -> Result<Job, String> {
@@ -108,8 +120,10 @@ impl CoordinatorState {
             ));
         }
         let timeout_ms = req.timeout_ms.unwrap_or(self.policy.default_timeout_ms);
-        if timeout_ms == 0 {
-            return Err("timeout_ms: must be at least 1".to_string());
+        if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
+            return Err(format!(
+                "timeout_ms: {timeout_ms} is outside 1..={MAX_TIMEOUT_MS} (a year)"
+            ));
         }
         if req.delay_ms.is_some_and(|d| d > MAX_DELAY_MS) {
             return Err(format!(

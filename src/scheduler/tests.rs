@@ -6,7 +6,8 @@ use crate::protocol::payloads::encode_json;
 use crate::protocol::*;
 use serde_json::json;
 
-fn policy() -> Policy {
+/// The policy scheduler tests run under.
+pub(super) fn policy() -> Policy {
     Policy {
         aging_step_ms: 60_000,
         max_active_jobs: 1000,
@@ -22,7 +23,7 @@ fn policy() -> Policy {
     }
 }
 
-fn state() -> CoordinatorState {
+pub(super) fn state() -> CoordinatorState {
     CoordinatorState::new(policy(), slog::Logger::root(slog::Discard, slog::o!()))
 }
 
@@ -30,11 +31,11 @@ pub(super) fn echo(message: &str) -> SubmitRequest {
     SubmitRequest::new("echo", encode_json(&json!({ "message": message })))
 }
 
-fn consistent(s: &CoordinatorState) {
+pub(super) fn consistent(s: &CoordinatorState) {
     s.check_invariants().expect("invariants hold");
 }
 
-fn accepted(answer: SubmitAnswer) -> JobId {
+pub(super) fn accepted(answer: SubmitAnswer) -> JobId {
     match answer {
         SubmitAnswer::Accepted { job_id, .. } => job_id,
         SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
@@ -56,7 +57,7 @@ pub(super) fn w(name: &str) -> WorkerId {
 }
 
 /// The TaskAssign frames among the effects, as (session, job, lease).
-fn assignments(effects: &[Effect]) -> Vec<(SessionId, JobId, LeaseId)> {
+pub(super) fn assignments(effects: &[Effect]) -> Vec<(SessionId, JobId, LeaseId)> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -346,7 +347,8 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
         RecoverySummary {
             loaded: 3,
             requeued: 1,
-            failed: 1
+            failed: 1,
+            stored: 3
         }
     );
     consistent(&recovered);
@@ -438,7 +440,8 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         RecoverySummary {
             loaded: 2,
             requeued: 0,
-            failed: 0
+            failed: 0,
+            stored: 2
         }
     );
     consistent(&recovered);

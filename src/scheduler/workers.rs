@@ -26,6 +26,8 @@ pub struct WorkerEntry {
     pub running: BTreeSet<JobId>,
     /// Shutting down: finishes what it runs, gets nothing new.
     pub draining: bool,
+    /// The pool of workers advertising the same task types.
+    pool: PoolId,
 }
 
 impl WorkerEntry {
@@ -69,14 +71,45 @@ impl PartialOrd for LoadKey {
     }
 }
 
-/// Every registered worker. Invariant: a worker is in `free[t]` exactly when
-/// it advertises `t` and has a free slot, keyed by its current load.
+/// Workers that advertise exactly the same task types. A load change
+/// moves a worker inside its pool's `free` set only, whatever the number
+/// of types it advertises.
+#[derive(Debug)]
+struct Pool {
+    task_types: Vec<String>,
+    /// Members with a free slot, least loaded first.
+    free: BTreeSet<LoadKey>,
+    members: usize,
+}
+
+/// Identifies a `Pool` while it has members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct PoolId(u64);
+
+/// Every registered worker, grouped into pools by the set of task types
+/// they advertise and indexed by type through those pools.
+///
+/// Invariants: a worker is in its pool's `free` set, under its current
+/// load, exactly when it is not draining and has a free slot;
+/// `by_type[t]` lists exactly the pools whose types include `t`; a pool
+/// with no members and a type no pool advertises have no entry.
+///
+/// Costs: a load change (start or finish of a job, draining) is one
+/// remove and one insert in one pool, independent of how many types the
+/// worker advertises and of its capacity. Finding the least-loaded worker
+/// for a type compares the heads of the pools advertising it: one per
+/// distinct set of types among the connected workers (typically a handful),
+/// never more than the number of workers. Registering or removing a worker
+/// costs O(its types).
 #[derive(Debug, Default)]
 pub struct WorkerRegistry {
     workers: HashMap<WorkerId, WorkerEntry>,
-    free: HashMap<String, BTreeSet<LoadKey>>,
-    advertisers: HashMap<String, usize>,
+    pools: HashMap<PoolId, Pool>,
+    pool_by_types: HashMap<Vec<String>, PoolId>,
+    by_type: HashMap<String, Vec<PoolId>>,
     next_order: u64,
+    next_pool: u64,
+    index_writes: u64,
 }
 
 impl WorkerRegistry {
@@ -93,9 +126,7 @@ impl WorkerRegistry {
         let previous = self.remove(&id);
         task_types.sort();
         task_types.dedup();
-        for t in &task_types {
-            *self.advertisers.entry(t.clone()).or_default() += 1;
-        }
+        let pool = self.join_pool(&task_types);
         self.next_order += 1;
         let entry = WorkerEntry {
             session,
@@ -106,6 +137,7 @@ impl WorkerRegistry {
             order: self.next_order,
             running: BTreeSet::new(),
             draining: false,
+            pool,
         };
         self.index(&id, &entry);
         self.workers.insert(id, entry);
@@ -113,18 +145,27 @@ impl WorkerRegistry {
     }
 
     /// Removes a worker and returns it (with the jobs it was running).
+    /// Its pool, and every type only that pool advertised, go with its
+    /// last member, and the maps give the memory back.
     pub fn remove(&mut self, id: &WorkerId) -> Option<WorkerEntry> {
         let entry = self.workers.remove(id)?;
         self.unindex(id, &entry);
-        for t in &entry.task_types {
-            if let Some(n) = self.advertisers.get_mut(t) {
-                *n -= 1;
-                if *n == 0 {
-                    self.advertisers.remove(t);
-                }
-            }
-        }
+        self.leave_pool(entry.pool);
+        shrink_if_sparse(&mut self.workers);
         Some(entry)
+    }
+
+    /// Insertions into the free-worker index so far: what load changes
+    /// cost, for tests and benchmarks.
+    pub fn index_writes(&self) -> u64 {
+        self.index_writes
+    }
+
+    /// Slots allocated in the maps keyed by task type or by set of types
+    /// (their capacity, not their length): what advertised types cost in
+    /// memory.
+    pub fn task_type_slots(&self) -> usize {
+        self.by_type.capacity() + self.pool_by_types.capacity() + self.pools.capacity()
     }
 
     pub fn get(&self, id: &WorkerId) -> Option<&WorkerEntry> {
@@ -157,17 +198,22 @@ impl WorkerRegistry {
 
     /// True when any registered worker advertises `task_type`.
     pub fn advertised(&self, task_type: &str) -> bool {
-        self.advertisers.contains_key(task_type)
+        self.by_type.contains_key(task_type)
     }
 
     /// True when some worker for `task_type` has a free slot.
     pub fn has_free(&self, task_type: &str) -> bool {
-        self.free.get(task_type).is_some_and(|s| !s.is_empty())
+        self.least_loaded(task_type).is_some()
     }
 
     /// The least-loaded worker with a free slot for `task_type`.
     pub fn least_loaded(&self, task_type: &str) -> Option<&WorkerId> {
-        self.free.get(task_type)?.first().map(|k| &k.worker)
+        self.by_type
+            .get(task_type)?
+            .iter()
+            .filter_map(|p| self.pools.get(p)?.free.first())
+            .min()
+            .map(|k| &k.worker)
     }
 
     /// Counts `job` against the worker's capacity.
@@ -225,14 +271,11 @@ impl WorkerRegistry {
         self.workers.iter()
     }
 
-    /// Verifies the registry's own indexes; for tests. A worker is in
-    /// `free[t]`, under its current load, exactly when it advertises `t`,
-    /// is not draining and runs fewer jobs than its capacity; `free` holds
-    /// nothing else and no empty set; `advertisers[t]` counts the workers
-    /// advertising `t`; no worker runs more jobs than its capacity.
+    /// Verifies the registry's own indexes (see the type's invariants) and
+    /// that no worker runs more jobs than its capacity; for tests.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let mut expected_free = 0;
-        let mut advertisers: HashMap<&str, usize> = HashMap::default();
+        let mut members: HashMap<PoolId, usize> = HashMap::default();
+        let mut free = 0;
         for (id, entry) in &self.workers {
             if entry.running.len() as u64 > u64::from(entry.capacity) {
                 return Err(format!(
@@ -241,47 +284,113 @@ impl WorkerRegistry {
                     entry.capacity
                 ));
             }
-            let key = entry.load_key(id);
-            for t in &entry.task_types {
-                *advertisers.entry(t).or_default() += 1;
-                let indexed = self.free.get(t).is_some_and(|set| set.contains(&key));
-                if indexed != entry.has_free_slot() {
-                    return Err(format!(
-                        "worker {id} (running {}/{}, draining {}) {} the free index of {t:?}",
-                        entry.running.len(),
-                        entry.capacity,
-                        entry.draining,
-                        if indexed { "is in" } else { "is missing from" }
-                    ));
-                }
-                expected_free += usize::from(indexed);
+            let Some(pool) = self.pools.get(&entry.pool) else {
+                return Err(format!("worker {id} is in a pool that does not exist"));
+            };
+            if pool.task_types != entry.task_types {
+                return Err(format!("worker {id} is in the pool of other task types"));
             }
-        }
-        if let Some((t, _)) = self.free.iter().find(|(_, set)| set.is_empty()) {
-            return Err(format!("empty free set kept for {t:?}"));
-        }
-        let indexed: usize = self.free.values().map(BTreeSet::len).sum();
-        if indexed != expected_free {
-            return Err(format!(
-                "{indexed} free-index entries, {expected_free} expected: a stale load key"
-            ));
-        }
-        for (t, n) in &self.advertisers {
-            let counted = advertisers.get(t.as_str()).copied().unwrap_or(0);
-            if *n != counted {
+            let indexed = pool.free.contains(&entry.load_key(id));
+            if indexed != entry.has_free_slot() {
                 return Err(format!(
-                    "{t:?} has {n} advertisers counted, {counted} registered"
+                    "worker {id} (running {}/{}, draining {}) {} its pool's free set",
+                    entry.running.len(),
+                    entry.capacity,
+                    entry.draining,
+                    if indexed { "is in" } else { "is missing from" }
                 ));
             }
+            free += usize::from(indexed);
+            *members.entry(entry.pool).or_default() += 1;
         }
-        if advertisers.len() != self.advertisers.len() {
+        let indexed: usize = self.pools.values().map(|p| p.free.len()).sum();
+        if indexed != free {
             return Err(format!(
-                "{} task types advertised, {} counted",
-                advertisers.len(),
-                self.advertisers.len()
+                "{indexed} free-set entries, {free} expected: a stale load key"
+            ));
+        }
+        self.check_pools(&members)
+    }
+
+    /// The pool and type maps agree with the members counted per pool.
+    fn check_pools(&self, members: &HashMap<PoolId, usize>) -> Result<(), String> {
+        let mut listed = 0;
+        for (pid, pool) in &self.pools {
+            let counted = members.get(pid).copied().unwrap_or(0);
+            if pool.members != counted || counted == 0 {
+                return Err(format!(
+                    "pool {pid:?} counts {} members, {counted} registered",
+                    pool.members
+                ));
+            }
+            if self.pool_by_types.get(&pool.task_types) != Some(pid) {
+                return Err(format!("pool {pid:?} is not found by its task types"));
+            }
+            for t in &pool.task_types {
+                if !self.by_type.get(t).is_some_and(|ps| ps.contains(pid)) {
+                    return Err(format!("pool {pid:?} is missing from the pools of {t:?}"));
+                }
+            }
+            listed += pool.task_types.len();
+        }
+        let by_type: usize = self.by_type.values().map(Vec::len).sum();
+        if by_type != listed || self.pool_by_types.len() != self.pools.len() {
+            return Err(format!(
+                "{by_type} (type, pool) entries for {listed} advertised: a stale entry"
             ));
         }
         Ok(())
+    }
+
+    /// The pool of workers advertising exactly `task_types` (sorted and
+    /// deduplicated), created if none is connected, with one more member.
+    fn join_pool(&mut self, task_types: &[String]) -> PoolId {
+        if let Some(pid) = self.pool_by_types.get(task_types) {
+            if let Some(pool) = self.pools.get_mut(pid) {
+                pool.members += 1;
+                return *pid;
+            }
+        }
+        self.next_pool += 1;
+        let pid = PoolId(self.next_pool);
+        for t in task_types {
+            self.by_type.entry(t.clone()).or_default().push(pid);
+        }
+        self.pool_by_types.insert(task_types.to_vec(), pid);
+        let pool = Pool {
+            task_types: task_types.to_vec(),
+            free: BTreeSet::new(),
+            members: 1,
+        };
+        self.pools.insert(pid, pool);
+        pid
+    }
+
+    /// One member fewer; the last one out removes the pool and every type
+    /// entry that only pointed to it.
+    fn leave_pool(&mut self, pid: PoolId) {
+        let Some(pool) = self.pools.get_mut(&pid) else {
+            return;
+        };
+        pool.members -= 1;
+        if pool.members > 0 {
+            return;
+        }
+        let Some(pool) = self.pools.remove(&pid) else {
+            return;
+        };
+        for t in &pool.task_types {
+            if let Some(pools) = self.by_type.get_mut(t) {
+                pools.retain(|p| *p != pid);
+                if pools.is_empty() {
+                    self.by_type.remove(t);
+                }
+            }
+        }
+        self.pool_by_types.remove(&pool.task_types);
+        shrink_if_sparse(&mut self.pools);
+        shrink_if_sparse(&mut self.pool_by_types);
+        shrink_if_sparse(&mut self.by_type);
     }
 
     fn update(&mut self, id: &WorkerId, change: impl FnOnce(&mut WorkerEntry)) {
@@ -298,22 +407,25 @@ impl WorkerRegistry {
         if !entry.has_free_slot() {
             return;
         }
-        let key = entry.load_key(id);
-        for t in &entry.task_types {
-            self.free.entry(t.clone()).or_default().insert(key.clone());
+        if let Some(pool) = self.pools.get_mut(&entry.pool) {
+            self.index_writes += 1;
+            pool.free.insert(entry.load_key(id));
         }
     }
 
     fn unindex(&mut self, id: &WorkerId, entry: &WorkerEntry) {
-        let key = entry.load_key(id);
-        for t in &entry.task_types {
-            if let Some(set) = self.free.get_mut(t) {
-                set.remove(&key);
-                if set.is_empty() {
-                    self.free.remove(t);
-                }
-            }
+        if let Some(pool) = self.pools.get_mut(&entry.pool) {
+            pool.free.remove(&entry.load_key(id));
         }
+    }
+}
+
+/// Gives a map's memory back once it holds under a quarter of what it has
+/// room for, so a burst of registrations is not paid for forever. Amortised
+/// O(1) per removal: the map at least halves each time it shrinks.
+fn shrink_if_sparse<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 4 * map.len() + 16 {
+        map.shrink_to_fit();
     }
 }
 
@@ -396,6 +508,48 @@ mod tests {
         assert!(!r.has_free("echo"));
         assert!(r.views().iter().all(|v| v.draining));
         r.check_invariants().expect("draining workers are not free");
+    }
+
+    /// `n` distinct task types, "t0".."t{n-1}".
+    fn types(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("t{i}")).collect()
+    }
+
+    #[test]
+    fn a_load_change_costs_the_same_however_many_types_a_worker_advertises() {
+        let writes_per_job = |task_types: usize| {
+            let mut r = WorkerRegistry::default();
+            r.register(w("a"), SessionId(1), 10_000, types(task_types), 0);
+            r.register(w("b"), SessionId(2), 10_000, types(task_types), 0);
+            let before = r.index_writes();
+            for _ in 0..100 {
+                let worker = r.least_loaded("t0").cloned().expect("a free worker");
+                r.start_job(&worker, JobId::mint());
+            }
+            r.check_invariants().expect("indexes right");
+            (r.index_writes() - before) / 100
+        };
+        let few = writes_per_job(1);
+        assert!(few <= 2, "{few} index writes per assignment");
+        assert_eq!(writes_per_job(256), few, "256 types cost what 1 does");
+    }
+
+    #[test]
+    fn maps_keyed_by_task_type_are_emptied_when_the_last_advertiser_leaves() {
+        let mut r = WorkerRegistry::default();
+        for i in 0..10 {
+            let name = format!("w{i}");
+            let own: Vec<String> = (0..100).map(|j| format!("w{i}-t{j}")).collect();
+            r.register(w(&name), SessionId(i), 2, own, 0);
+            r.start_job(&w(&name), JobId::mint());
+        }
+        for i in 0..10 {
+            r.remove(&w(&format!("w{i}")));
+        }
+        r.check_invariants().expect("indexes right");
+        // 1,000 types were advertised; what stays is a small map's minimum.
+        let slots = r.task_type_slots();
+        assert!(slots <= 64, "{slots} slots kept for types nobody runs");
     }
 
     #[test]

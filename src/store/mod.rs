@@ -1,18 +1,28 @@
-//! SQLite storage of job rows: open (with migration), load everything at
-//! start-up (`read`), and commit batches of changed rows in one
-//! transaction each (`write`).
+//! SQLite storage of job rows: open (with migration), load the active
+//! set at start-up (`read`), commit batches of changed rows in one
+//! transaction each (`write`), and read history beside the writer
+//! (`history`).
 
+mod expiry;
+pub mod history;
 mod read;
 pub mod schema;
+mod startup;
 pub mod wal_prealloc;
 mod write;
 
+pub use expiry::{ExpiredJob, ExpiryCutoffs};
+pub use history::{JobReader, PageFilter};
+
+#[cfg(test)]
+mod retention_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 
 use crate::config::Synchronous;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A storage failure, naming the database file and what SQLite said.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +85,7 @@ impl JobStore {
         // 8 times less often. Costs at most that much WAL on disk.
         conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)
             .map_err(|e| fail(e.to_string()))?;
+        check_writable(&conn).map_err(|e| fail(format!("cannot be written: {e}")))?;
         Ok(JobStore {
             conn,
             path: path.to_path_buf(),
@@ -109,3 +120,36 @@ impl JobStore {
         }
     }
 }
+
+/// Proves the database accepts a committed write before anyone is told it
+/// does: rewrites the schema version with its own value in a transaction
+/// of its own. A read-only file (SQLite then opens it read-only without a
+/// word), a read-only directory or a full disk fails here, at start-up,
+/// instead of at the first commit. Changes nothing a reader sees. A write
+/// lock held by another connection right now is not a reason to refuse:
+/// the check passes without waiting, and commits wait for the lock as
+/// usual (a lock held for good is an outage at run time).
+fn check_writable(conn: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    conn.busy_timeout(Duration::ZERO)?;
+    let written = conn
+        .execute_batch(&format!(
+            "BEGIN IMMEDIATE; PRAGMA user_version = {version}; COMMIT;"
+        ))
+        .inspect_err(|_| {
+            let _ = conn.execute_batch("ROLLBACK");
+        });
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    match written {
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(e.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// How long a statement waits for another connection's lock (rusqlite's
+/// default, kept).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

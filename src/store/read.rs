@@ -4,10 +4,10 @@
 use super::{JobStore, StoreError};
 use crate::protocol::{Attempt, AttemptOutcome, JobId, JobState, LeaseId, Priority, WorkerId};
 use crate::scheduler::Job;
-use rusqlite::Row;
+use rusqlite::{Connection, Row};
 use std::collections::HashMap;
 
-const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
+pub(super) const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
     max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, result, error, \
     idempotency_key, updated_at, finished_at, not_before, last_attempt_number, last_attempt_worker, \
     last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, last_attempt_outcome";
@@ -76,6 +76,21 @@ fn attempt_at(row: &Row<'_>, first: usize, job: &str) -> rusqlite::Result<Attemp
     })
 }
 
+/// `job` (read from its row, with only its last attempt) with the
+/// attempts stored apart from the row added before that one.
+pub(super) fn with_stored_attempts(conn: &Connection, mut job: Job) -> rusqlite::Result<Job> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT job_id, number, worker_id, lease, started_at, ended_at, outcome \
+         FROM attempts WHERE job_id = ?1 ORDER BY number",
+    )?;
+    let stored = stmt
+        .query_map([job.id.to_string()], read_attempt)?
+        .map(|row| row.map(|(_, attempt)| attempt))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    job.history = with_last_attempt(stored, job.history.pop());
+    Ok(job)
+}
+
 /// A job's history: the attempts stored on their own, then the last one
 /// from the job row. The row's copy is the newer one when `attempts` also
 /// holds that attempt (written as open by a version-2 binary).
@@ -95,11 +110,11 @@ fn read_last_attempt(row: &Row<'_>, job: &str) -> rusqlite::Result<Option<Attemp
     }
 }
 
-fn conversion(column: usize, reason: String) -> rusqlite::Error {
+pub(super) fn conversion(column: usize, reason: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, reason.into())
 }
 
-fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
+pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
     let id: String = row.get(0)?;
     let lease: Option<String> = row.get(10)?;
     let state: String = row.get(6)?;

@@ -198,7 +198,8 @@ fn succeed_second_attempt(job: &mut Job) -> JobRow {
     row
 }
 
-fn attempt_rows(store: &JobStore) -> i64 {
+/// Rows in the `attempts` table.
+pub(crate) fn attempt_rows(store: &JobStore) -> i64 {
     store
         .conn
         .query_row("SELECT count(*) FROM attempts", [], |r| r.get(0))

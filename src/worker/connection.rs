@@ -232,22 +232,30 @@ impl Worker {
         }
     }
 
-    /// Hands the attempt to the pool, or, once draining, refuses it with a
-    /// retryable failure so the coordinator runs it elsewhere.
+    /// Hands the attempt to the pool. Once draining, or when every slot is
+    /// taken (the coordinator assigned beyond the registered capacity), it
+    /// is refused with a retryable failure naming why, so the coordinator
+    /// runs it elsewhere; the attempts already running go on.
     async fn assign(
         &self,
         a: Assignment,
         live: &CancellationToken,
         frames: &mpsc::Sender<WorkerMessage>,
     ) {
-        if !self.pool.draining().is_cancelled() {
-            return self.pool.assign(a, live, frames.clone());
-        }
-        debug!(self.log, "assignment refused while draining"; "job" => %a.job_id);
+        let (job_id, lease) = (a.job_id, a.lease);
+        let why = if self.pool.draining().is_cancelled() {
+            "is draining".to_string()
+        } else {
+            match self.pool.assign(a, live, frames.clone()) {
+                Ok(()) => return,
+                Err(full) => full.to_string(),
+            }
+        };
+        debug!(self.log, "assignment refused"; "job" => %job_id, "reason" => &why);
         let refusal = WorkerMessage::TaskResult {
-            job_id: a.job_id,
-            lease: a.lease,
-            outcome: TaskOutcome::failed(format!("worker {} is draining", self.worker_id)),
+            job_id,
+            lease,
+            outcome: TaskOutcome::failed(format!("worker {} {why}", self.worker_id)),
         };
         let _ = frames.send(refusal).await;
     }

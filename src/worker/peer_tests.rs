@@ -18,6 +18,7 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
 mod blocking;
+mod capacity;
 
 type Peer = Framed<TcpStream, FrameCodec<WorkerMessage, CoordinatorToWorker>>;
 type Lines = Arc<Mutex<Vec<(Level, String)>>>;

@@ -46,6 +46,13 @@ pub struct PoolLimits {
     pub cleanup_grace: Duration,
 }
 
+/// An assignment refused because every slot is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("is at its capacity ({running} running): an assignment beyond capacity is refused")]
+pub struct AtCapacity {
+    pub running: usize,
+}
+
 /// Shared by every connection of one worker, so the capacity bound holds
 /// across reconnects. Owns the task runtime: dropping the pool shuts it
 /// down (see [`TaskRuntime`]).
@@ -59,6 +66,8 @@ pub struct TaskPool {
 #[derive(Clone)]
 struct Slots {
     registry: Arc<TaskRegistry>,
+    /// The capacity registered: attempts assigned and not yet reported.
+    capacity: usize,
     permits: Arc<Semaphore>,
     running: Arc<Mutex<HashMap<Key, CancellationToken>>>,
     /// Attempts started and not yet completely finished (result queued or
@@ -90,6 +99,7 @@ impl TaskPool {
     ) -> Self {
         let slots = Slots {
             registry: Arc::new(registry),
+            capacity: capacity as usize,
             permits: Arc::new(Semaphore::new(capacity as usize)),
             running: Arc::default(),
             in_flight: Arc::new(watch::Sender::new(0)),
@@ -122,14 +132,17 @@ impl TaskPool {
     /// child of `parent`) is cancelled first — by `cancel`, the connection
     /// ending or its deadline passing — in which case it sends nothing.
     /// A second assignment of a (job, lease) already running is ignored.
-    /// Called on the connection's runtime, where attempts of
+    /// One beyond the capacity (every slot holds an attempt whose result
+    /// is not yet sent) is a coordinator's protocol error: it is refused
+    /// with `AtCapacity` and not started, so nothing queues up behind the
+    /// slots. Called on the connection's runtime, where attempts of
     /// [`Threads::Connection`] task types run.
     pub fn assign(
         &self,
         a: Assignment,
         parent: &CancellationToken,
         results: mpsc::Sender<WorkerMessage>,
-    ) {
+    ) -> Result<(), AtCapacity> {
         let log = self
             .slots
             .log
@@ -140,7 +153,12 @@ impl TaskPool {
             let mut running = self.slots.running();
             if running.contains_key(&key) {
                 warn!(log, "duplicate task assignment ignored");
-                return;
+                return Ok(());
+            }
+            if running.len() >= self.slots.capacity {
+                return Err(AtCapacity {
+                    running: running.len(),
+                });
             }
             running.insert(key, token.clone());
         }
@@ -153,6 +171,7 @@ impl TaskPool {
             Threads::TaskThreads => self.runtime.spawn(attempt),
             Threads::Connection => drop(tokio::spawn(attempt)),
         }
+        Ok(())
     }
 
     /// Cancels the attempt under `lease`; no result will be sent for it.
@@ -415,7 +434,7 @@ mod tests {
                             payload: Vec::new(),
                             timeout_ms: 10_000,
                         };
-                        pool.assign(a, &parent, tx.clone());
+                        pool.assign(a, &parent, tx.clone()).expect("a free slot");
                         let Some(WorkerMessage::TaskResult { outcome, .. }) = rx.recv().await
                         else {
                             panic!("no result for {task_type}");

@@ -167,3 +167,21 @@ pub fn free_port() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("addr")
 }
+
+/// Decides what a test does when an outside program it needs is missing:
+/// returns true (the caller returns early: skipped) after printing which
+/// Debian package provides it, unless `TASKYARD_REQUIRE_EXTERNAL=1` (set by
+/// `.ci/run`), where a missing program fails the test.
+pub fn skip_without(program: &str, found: bool, package: &str) -> bool {
+    if found {
+        return false;
+    }
+    let message = format!(
+        "{program} not found on PATH: install it with `apt-get install -y {package}` (.ci/run does)"
+    );
+    if std::env::var("TASKYARD_REQUIRE_EXTERNAL").as_deref() == Ok("1") {
+        panic!("{message}; TASKYARD_REQUIRE_EXTERNAL=1 makes this a failure");
+    }
+    eprintln!("skipped: {message}");
+    true
+}

@@ -27,6 +27,16 @@ impl RawWorker {
     /// Connects, exchanges `Hello`, registers and waits for `Registered`.
     /// After that the worker sends nothing unless the test says so.
     pub fn register(addr: SocketAddr, id: &str, capacity: u32, task_types: &[&str]) -> RawWorker {
+        let mut worker = RawWorker::greet(addr, id);
+        let types = task_types.iter().map(|t| t.to_string()).collect();
+        match worker.send_register(capacity, types) {
+            Some(CoordinatorToWorker::Registered { .. }) => worker,
+            other => panic!("expected Registered, got {other:?}"),
+        }
+    }
+
+    /// Connects and exchanges `Hello`; registers nothing.
+    pub fn greet(addr: SocketAddr, id: &str) -> RawWorker {
         let stream = TcpStream::connect(addr).expect("raw worker connects");
         stream.set_nodelay(true).expect("nodelay");
         let mut worker = RawWorker {
@@ -46,16 +56,23 @@ impl RawWorker {
             matches!(hello, Some(CoordinatorToWorker::Hello(_))),
             "{hello:?}"
         );
-        worker.registering_at = Instant::now();
-        worker.send(WorkerMessage::Register {
-            worker_id: worker.worker_id.clone(),
+        worker
+    }
+
+    /// Sends `Register` and returns the coordinator's answer (`None`: it
+    /// closed the connection without one).
+    pub fn send_register(
+        &mut self,
+        capacity: u32,
+        task_types: Vec<String>,
+    ) -> Option<CoordinatorToWorker> {
+        self.registering_at = Instant::now();
+        self.send(WorkerMessage::Register {
+            worker_id: self.worker_id.clone(),
             capacity,
-            task_types: task_types.iter().map(|t| t.to_string()).collect(),
+            task_types,
         });
-        match worker.recv(Duration::from_secs(5)) {
-            Some(CoordinatorToWorker::Registered { .. }) => worker,
-            other => panic!("expected Registered, got {other:?}"),
-        }
+        self.recv(Duration::from_secs(5))
     }
 
     pub fn send(&mut self, frame: WorkerMessage) {

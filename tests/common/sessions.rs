@@ -34,6 +34,7 @@ pub fn client_policy(config: &CoordinatorConfig) -> ListenerPolicy {
         max_unwritten_bytes: config.max_unwritten_answer_bytes,
         unwritten: Default::default(),
         idle_timeout: None,
+        worker_limits: Default::default(),
     }
 }
 

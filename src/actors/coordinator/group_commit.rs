@@ -312,6 +312,14 @@ impl<E: HeldEffect> GroupCommit<E> {
         self.durable
     }
 
+    /// The newest batch handed to persistence. Rows dirty now go in a
+    /// batch after it (the next one, unless that commit fails; then
+    /// `durable` stays below the next one until a later batch carrying
+    /// them commits), so `sent() + 1 <= durable()` means they are durable.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
     pub fn stats(&self) -> CommitStats {
         self.stats
     }

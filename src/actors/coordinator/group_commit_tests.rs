@@ -646,3 +646,31 @@ fn every_interleaving_releases_only_durable_state_in_order_and_drains() {
     explore(&World::new(), 6, &mut Vec::new(), &mut leaves);
     assert!(leaves > 50_000, "explored {leaves} interleavings");
 }
+
+/// The rule eviction relies on: a change made when `sent()` was `s` is
+/// durable exactly when `durable()` reaches `s + 1`, also when the batch
+/// carrying it is staged behind one in flight, or fails and is retried.
+#[test]
+fn a_change_is_durable_once_the_batch_after_the_one_sent_before_it_commits() {
+    let (mut g, mut rows) = (gc(), Rows::default());
+    rows.change([1]);
+    g.step([], &mut rows);
+    rows.change(0..STAGE_MIN_ROWS as u32 + 2);
+    let tag = g.sent() + 1;
+    assert_eq!(tag, 2, "batch 1 is in flight; the change goes in batch 2");
+    g.step([], &mut rows);
+    g.committed(1, Ok(()), &mut rows);
+    assert!(g.durable() < tag, "batch 1 did not carry the change");
+    let failed = g.committed(2, Err("disk full".into()), &mut rows);
+    assert!(g.durable() < tag, "the batch carrying it failed");
+    assert!(
+        failed
+            .iter()
+            .any(|c| matches!(c, Command::Stage(r) if r.len() > STAGE_MIN_ROWS)),
+        "its rows are staged again, for the retry: {failed:?}"
+    );
+    let retried = g.timer_fired(Timer::Retry, &mut rows);
+    assert!(matches!(retried[..], [Command::Commit { batch: 3, .. }]));
+    g.committed(3, Ok(()), &mut rows);
+    assert!(g.durable() >= tag);
+}

@@ -1,10 +1,13 @@
 //! One handler per coordinator message: read the clock once, apply the
 //! event to the state, schedule, and finish (hold effects, flush).
 
+use super::history_reads::Reply;
 use super::messages::*;
 use super::Coordinator;
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
-use crate::protocol::{ClientRequest, ClientResponse, JobId, Progress, SubmitRequest};
+use crate::protocol::{
+    ClientRequest, ClientResponse, JobId, Progress, SubmitRequest, MAX_LIST_JOBS,
+};
 use crate::scheduler::{CancelRefused, RequeueRefused};
 use actix::{Context, Handler};
 use slog::info;
@@ -69,7 +72,8 @@ impl Handler<WorkerTaskProgress> for Coordinator {
             message: m.message,
             at: self.now(),
         };
-        self.state.task_progress(m.job_id, m.lease, progress);
+        self.state
+            .task_progress(&m.worker_id, m.job_id, m.lease, progress);
     }
 }
 
@@ -103,9 +107,15 @@ impl Handler<WorkerDisconnected> for Coordinator {
 impl Handler<ClientCommand> for Coordinator {
     type Result = ();
 
-    fn handle(&mut self, m: ClientCommand, ctx: &mut Context<Self>) {
+    fn handle(&mut self, mut m: ClientCommand, ctx: &mut Context<Self>) {
         if self.commits.is_stopping() {
             return;
+        }
+        if let ClientRequest::List { limit, .. } = &mut m.request {
+            *limit = (*limit).min(MAX_LIST_JOBS);
+        }
+        if let Some(read) = self.history_read(&m.request) {
+            return self.read_history(read, Reply::Client(m.reply_to, m.request_id), ctx);
         }
         let now = self.now();
         let response = self.apply_request(m.request, now);
@@ -131,6 +141,9 @@ impl Handler<Query> for Coordinator {
         }
         if self.commits.is_stopping() {
             return;
+        }
+        if let Some(read) = self.history_page(&m.query) {
+            return self.read_history(read, Reply::Query(m.reply_to, m.request_id), ctx);
         }
         let now = self.now();
         // During an outage counters and depths are answered at once, so an
@@ -230,7 +243,7 @@ impl Coordinator {
         }
     }
 
-    fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {
+    pub(super) fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {
         let reason = match self.state.requeue(job_id, now) {
             Ok(()) => {
                 self.state.schedule(now);
@@ -278,6 +291,8 @@ impl Handler<Sweep> for Coordinator {
         }
         let now = self.now();
         self.state.sweep(now);
+        self.state.evict_finished(now, self.commits.durable());
+        self.expire_if_due(now, ctx);
         self.finish(None, ctx);
     }
 }
@@ -303,6 +318,8 @@ impl Handler<Inspect> for Coordinator {
             durable_batch: self.commits.durable(),
             batches_committed: self.commits.stats().batches,
             rows_committed: self.commits.stats().rows,
+            jobs_in_memory: self.state.jobs_in_memory(),
+            finished_in_memory: self.state.finished_in_memory(),
         })
     }
 }

@@ -123,7 +123,7 @@ pub struct Sweep;
 pub struct Shutdown;
 
 /// Inspection for tests and `taskyard bench`: the number of non-terminal
-/// jobs, effects still held, the newest durable batch and how many batches
+/// jobs, how many jobs memory holds, effects still held, the newest durable batch and how many batches
 /// and rows were committed, after checking every state invariant (a pass
 /// over every job: not for a hot path).
 #[derive(Message)]
@@ -141,4 +141,8 @@ pub struct Inspection {
     /// Job rows written by those batches (a row changed twice while one
     /// batch was in flight counts once).
     pub rows_committed: u64,
+    /// Jobs held in memory, of every state.
+    pub jobs_in_memory: usize,
+    /// Finished jobs held in memory (the retention window).
+    pub finished_in_memory: usize,
 }

@@ -4,21 +4,25 @@
 //! its state is durable. When batches go and when effects are released is
 //! decided by `GroupCommit` (a plain value); the actor applies its commands.
 
+mod expiry;
 mod group_commit;
 mod handlers;
+mod history_reads;
 pub mod messages;
 
+use crate::actors::history::HistoryLink;
 use crate::actors::outbox::{Delivery, SendToWorker};
-use crate::actors::persistence::{CommitBatch, PersistenceLink, StageRows};
+use crate::actors::persistence::{CommitBatch, ExpireJobs, PersistenceLink, StageRows};
 use crate::clock::Clock;
 use crate::protocol::{CoordinatorToWorker, JobId};
-use crate::scheduler::{CoordinatorState, Effect, JobRow, SessionId};
+use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
 use actix::{Actor, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture};
 use slog::{debug, error, info, Logger};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use expiry::ExpiryPolicy;
 pub use group_commit::{
     Command, CommitStats, GroupCommit, HeldEffect, Outage, RowSource, Timer, COMMIT_RETRY_DELAY,
     STAGE_MIN_ROWS,
@@ -47,6 +51,11 @@ pub struct Coordinator {
     sessions: HashMap<SessionId, Recipient<SendToWorker>>,
     /// The armed coalescing timer, if a batch is being held back.
     coalesce_timer: Option<SpawnHandle>,
+    /// The history reader pool. Without one, every finished job stays in
+    /// memory and every read is answered from it.
+    history: Option<HistoryLink>,
+    /// Deletion of expired jobs; none: finished jobs are kept forever.
+    expiry: Option<expiry::ExpiryRun>,
     log: Logger,
 }
 
@@ -85,8 +94,31 @@ impl Coordinator {
             commits: GroupCommit::new(DEFAULT_COALESCE_WINDOW, DEFAULT_SHUTDOWN_TIMEOUT),
             sessions: HashMap::new(),
             coalesce_timer: None,
+            history: None,
+            expiry: None,
             log,
         }
+    }
+
+    /// Reads jobs that are not in memory through `history`, and keeps in
+    /// memory only the finished jobs `retention` allows (evicted by the
+    /// sweep once their rows are durable).
+    pub fn with_history(mut self, history: HistoryLink, retention: Retention) -> Self {
+        self.history = Some(history);
+        self.state.set_retention(retention);
+        self
+    }
+
+    /// Deletes finished jobs (through `expire`, the persistence thread)
+    /// once `policy` says they have expired; the sweep looks for them.
+    pub fn with_expiry(mut self, expire: Recipient<ExpireJobs>, policy: ExpiryPolicy) -> Self {
+        self.expiry = Some(expiry::ExpiryRun {
+            link: expire,
+            policy,
+            next_at: i64::MIN,
+            in_flight: false,
+        });
+        self
     }
 
     /// Sets the longest time a batch waits for the results of the last
@@ -111,6 +143,9 @@ impl Coordinator {
     /// behind the batch carrying its changes, and applies what the group
     /// commit decides.
     fn finish(&mut self, answer: Option<Delivery>, ctx: &mut Context<Self>) {
+        // Jobs finished in this step are durable once the batch after the
+        // newest one sent is (see `GroupCommit::sent`).
+        self.state.seal_finished(self.commits.sent() + 1);
         let sessions = &self.sessions;
         let effects = self.state.take_effects();
         let deliveries = effects

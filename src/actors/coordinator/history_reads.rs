@@ -1,0 +1,269 @@
+//! Requests about jobs the coordinator no longer holds: sent to the
+//! `History` reader pool, and answered through the outbox when the read
+//! comes back. The handler that sends a read returns at once; the answer
+//! is a step of its own.
+//!
+//! What is read from the database, and why it is safe:
+//! - `status` (and `cancel`, `requeue`) of a job not in memory: memory holds every
+//!   non-terminal job and evicts a finished one only once its last change
+//!   is durable, so a job not in memory is either a finished job whose
+//!   stored row is final, or no job the database still has (it expired
+//!   or never existed). Nothing but a requeue can change such a job, and
+//!   a requeue brings it back into memory in the step that answers it, so
+//!   an answer read from the database may overtake answers to later
+//!   requests of the same client without showing anything stale; every
+//!   answer carries its request id, so clients match them anyway.
+//! - `list` and HTTP pages that may show finished jobs (no state filter,
+//!   or a terminal one): the database, newest submission first, which
+//!   holds every job acknowledged to anyone before the request arrived
+//!   (acknowledgements wait for their commit). A job the page shows that
+//!   is still in memory is shown as memory has it, and dropped if that no
+//!   longer matches the filter; the answer is held until what memory
+//!   shows is durable. Footers are the in-memory counters. Pages of a
+//!   non-terminal state come from memory, which holds all such jobs, and
+//!   so do pages of no jobs (`limit` 0: the footer alone, which is how
+//!   `taskyard bench` and dashboards poll the counts).
+//!
+//! An answer from the database is held in the outbox like any other
+//! (behind the newest batch sent), so it never overtakes what is durable.
+
+use super::messages::QueryKind;
+use super::Coordinator;
+use crate::actors::history::{Found, HistoryQuery, ReadHistory};
+use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
+use crate::protocol::{ClientRequest, ClientResponse, JobId, JobList, JobState, JobView};
+use crate::scheduler::{Job, JobPage, PageCursor};
+use crate::store::PageFilter;
+use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
+
+/// Where the answer to a request goes.
+pub(super) enum Reply {
+    Client(Recipient<ClientAnswer>, u64),
+    Query(Recipient<QueryAnswer>, u64),
+}
+
+/// A request answered from the database.
+#[derive(Debug, Clone)]
+pub(super) enum HistoryRead {
+    Status(JobId),
+    /// A cancel of a job not in memory: refused with its stored state.
+    Cancel(JobId),
+    /// A requeue of a job not in memory: the stored job is brought back
+    /// into memory and requeued there, as if it had never left.
+    Requeue(JobId),
+    /// A TCP `List`: one page, no cursor.
+    List(PageFilter),
+    /// An HTTP page: `limit` jobs after the cursor in `filter.before`.
+    Page {
+        filter: PageFilter,
+        limit: usize,
+    },
+}
+
+impl HistoryRead {
+    fn query(&self) -> HistoryQuery {
+        match self {
+            HistoryRead::Status(id) | HistoryRead::Cancel(id) | HistoryRead::Requeue(id) => {
+                HistoryQuery::Job(*id)
+            }
+            HistoryRead::List(filter) | HistoryRead::Page { filter, .. } => {
+                HistoryQuery::Page(filter.clone())
+            }
+        }
+    }
+}
+
+/// True when jobs of this filter may have left memory.
+fn may_be_history(state: Option<JobState>) -> bool {
+    state.is_none_or(JobState::is_terminal)
+}
+
+impl Coordinator {
+    /// The database read a client request needs, if it needs one.
+    pub(super) fn history_read(&self, request: &ClientRequest) -> Option<HistoryRead> {
+        self.history.as_ref()?;
+        match request {
+            ClientRequest::Status { job_id } if !self.state.holds(*job_id) => {
+                Some(HistoryRead::Status(*job_id))
+            }
+            ClientRequest::Cancel { job_id } if !self.state.holds(*job_id) => {
+                Some(HistoryRead::Cancel(*job_id))
+            }
+            ClientRequest::Requeue { job_id } if !self.state.holds(*job_id) => {
+                Some(HistoryRead::Requeue(*job_id))
+            }
+            ClientRequest::List {
+                state,
+                limit,
+                task_type,
+            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::List(PageFilter {
+                state: *state,
+                task_type: task_type.clone(),
+                before: None,
+                limit: *limit as usize,
+            })),
+            _ => None,
+        }
+    }
+
+    /// The database read an HTTP query needs, if it needs one.
+    pub(super) fn history_page(&self, query: &QueryKind) -> Option<HistoryRead> {
+        self.history.as_ref()?;
+        match query {
+            QueryKind::Jobs {
+                state,
+                task_type,
+                cursor,
+                limit,
+            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::Page {
+                filter: PageFilter {
+                    state: *state,
+                    task_type: task_type.clone(),
+                    before: cursor.map(|c| c.0),
+                    // One more than asked, to know whether a next page exists.
+                    limit: limit.saturating_add(1),
+                },
+                limit: *limit,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Sends the read to the pool; its answer is delivered through the
+    /// outbox when it comes back. Never waits.
+    pub(super) fn read_history(
+        &mut self,
+        read: HistoryRead,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(pool) = self.history.clone() else {
+            return;
+        };
+        let sent = pool.send(ReadHistory {
+            query: read.query(),
+        });
+        ctx.spawn(sent.into_actor(self).map(move |answer, act, ctx| {
+            let found = match answer {
+                Ok(Ok(found)) => Ok(found),
+                Ok(Err(e)) => Err(format!("reading history: {e}")),
+                Err(e) => Err(format!("history readers unavailable: {e}")),
+            };
+            let delivery = act.history_answer(read, found, reply);
+            act.finish(Some(delivery), ctx);
+        }));
+    }
+
+    fn history_answer(
+        &mut self,
+        read: HistoryRead,
+        found: Result<Found, String>,
+        reply: Reply,
+    ) -> Delivery {
+        match reply {
+            Reply::Client(to, request_id) => {
+                let response = match (read, found) {
+                    (HistoryRead::Requeue(job_id), Ok(Found::Job(job))) => {
+                        self.requeue_stored(job_id, job)
+                    }
+                    (read, Ok(found)) => self.client_response(read, found),
+                    (_, Err(reason)) => ClientResponse::Overloaded { reason },
+                };
+                Delivery::Client(
+                    to,
+                    ClientAnswer {
+                        request_id,
+                        response,
+                    },
+                )
+            }
+            Reply::Query(to, request_id) => {
+                let result = match (read, found) {
+                    (HistoryRead::Page { filter, limit }, Ok(Found::Jobs(jobs))) => {
+                        QueryResult::Jobs(self.job_page(&filter, jobs, limit))
+                    }
+                    (_, Err(reason)) => QueryResult::NotReady { reason },
+                    (_, Ok(_)) => QueryResult::NotReady {
+                        reason: "history read answered the wrong query".into(),
+                    },
+                };
+                Delivery::Query(to, QueryAnswer { request_id, result })
+            }
+        }
+    }
+
+    fn client_response(&self, read: HistoryRead, found: Found) -> ClientResponse {
+        let now = self.now();
+        match (read, found) {
+            (HistoryRead::Status(job_id), Found::Job(job)) => match self.fresh(job, job_id) {
+                Some(job) => ClientResponse::Job(Box::new(self.state.view(&job, now))),
+                None => ClientResponse::NotFound { job_id },
+            },
+            (HistoryRead::Cancel(job_id), Found::Job(job)) => match self.fresh(job, job_id) {
+                Some(job) => ClientResponse::CancelRefused {
+                    job_id,
+                    state: job.state,
+                },
+                None => ClientResponse::NotFound { job_id },
+            },
+            (HistoryRead::List(filter), Found::Jobs(jobs)) => ClientResponse::Jobs(JobList {
+                jobs: self.overlay(&filter, jobs, now),
+                counts: self.state.state_counts(filter.task_type.as_deref()),
+            }),
+            _ => ClientResponse::Overloaded {
+                reason: "history read answered the wrong query".into(),
+            },
+        }
+    }
+
+    /// Requeues a job read back from the database. The single writer
+    /// decides at this step, with what memory holds now: if the job came
+    /// back meanwhile (another requeue of it was answered first), the
+    /// requeue applies to memory's copy like any other, so a job is never
+    /// brought back twice.
+    fn requeue_stored(&mut self, job_id: JobId, job: Option<Box<Job>>) -> ClientResponse {
+        let now = self.now();
+        match job {
+            Some(job) if !self.state.holds(job_id) => self.state.restore(*job, now),
+            None if !self.state.holds(job_id) => return ClientResponse::NotFound { job_id },
+            _ => {}
+        }
+        self.requeue(job_id, now)
+    }
+
+    /// The job as memory has it if it is there, else as read.
+    fn fresh(&self, read: Option<Box<Job>>, id: JobId) -> Option<Job> {
+        match self.state.job(id) {
+            Some(job) => Some(job.clone()),
+            None => read.map(|job| *job),
+        }
+    }
+
+    /// The stored jobs as clients see them now: memory's version of each
+    /// job still held, dropped if it no longer matches the filter or has
+    /// moved in the order (a requeue orders it as if submitted anew).
+    fn overlay(&self, filter: &PageFilter, jobs: Vec<Job>, now: i64) -> Vec<JobView> {
+        jobs.into_iter()
+            .filter_map(|job| match self.state.job(job.id) {
+                Some(held) => (filter.state.is_none_or(|s| held.state == s)
+                    && held.order_key() == job.order_key())
+                .then(|| self.state.view(held, now)),
+                None => Some(self.state.view(&job, now)),
+            })
+            .collect()
+    }
+
+    fn job_page(&self, filter: &PageFilter, mut jobs: Vec<Job>, limit: usize) -> JobPage {
+        let more = jobs.len() > limit;
+        jobs.truncate(limit);
+        let next = jobs
+            .last()
+            .filter(|_| more)
+            .map(|job| PageCursor(job.order_key()));
+        JobPage {
+            jobs: self.overlay(filter, jobs, self.now()),
+            next,
+            counts: self.state.state_counts(filter.task_type.as_deref()),
+        }
+    }
+}

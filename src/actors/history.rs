@@ -1,0 +1,95 @@
+//! `History`: the read path for jobs the coordinator no longer holds in
+//! memory. A small pool of threads (a `SyncArbiter`), each with its own
+//! read-only connection, answering by message, so neither the coordinator
+//! nor the writer ever waits for a history read.
+
+use crate::protocol::JobId;
+use crate::scheduler::Job;
+use crate::store::{JobReader, PageFilter, StoreError};
+use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
+use std::path::Path;
+use std::sync::Mutex;
+
+/// Reader threads in the pool unless configured otherwise.
+pub const DEFAULT_READERS: usize = 2;
+
+/// Name of each history reader thread.
+pub const HISTORY_THREAD: &str = "taskyard-history";
+
+/// What to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HistoryQuery {
+    /// One job with its whole history; answered with `Found::Job`.
+    Job(JobId),
+    /// A page of jobs, newest first; answered with `Found::Jobs`.
+    Page(PageFilter),
+}
+
+/// What the database holds for a `HistoryQuery`, as committed when the
+/// read began: durable by definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// `None`: no such job (it expired, or never existed).
+    Job(Option<Box<Job>>),
+    Jobs(Vec<Job>),
+}
+
+/// Coordinator → history pool: read what `query` asks for. One message
+/// for both kinds of read, so the coordinator holds one recipient and one
+/// answer path; the query says which.
+#[derive(Message)]
+#[rtype(result = "Result<Found, StoreError>")]
+pub struct ReadHistory {
+    pub query: HistoryQuery,
+}
+
+/// Where the coordinator sends history reads.
+pub type HistoryLink = Recipient<ReadHistory>;
+
+/// One reader of the pool.
+pub struct History {
+    reader: JobReader,
+}
+
+impl History {
+    /// Opens `readers` read-only connections to the database at `path`
+    /// (which must exist and be migrated), then starts one thread per
+    /// connection. Fails before any thread starts if a connection cannot
+    /// be opened.
+    pub fn start(path: &Path, readers: usize) -> Result<Addr<History>, StoreError> {
+        let readers = readers.max(1);
+        let opened = (0..readers)
+            .map(|_| JobReader::open(path))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The factory runs once per thread; each takes one connection.
+        let pool = Mutex::new(opened);
+        let named = || std::thread::Builder::new().name(HISTORY_THREAD.into());
+        Ok(SyncArbiter::start_with_thread_builder(
+            readers,
+            named,
+            move || {
+                let reader = pool
+                    .lock()
+                    .ok()
+                    .and_then(|mut p| p.pop())
+                    .expect("one connection was opened per reader thread");
+                History { reader }
+            },
+        ))
+    }
+}
+
+impl Actor for History {
+    type Context = SyncContext<Self>;
+}
+
+impl Handler<ReadHistory> for History {
+    type Result = Result<Found, StoreError>;
+
+    fn handle(&mut self, m: ReadHistory, _: &mut SyncContext<Self>) -> Self::Result {
+        match m.query {
+            HistoryQuery::Job(id) => Ok(Found::Job(self.reader.job(id)?.map(Box::new))),
+            HistoryQuery::Page(filter) => Ok(Found::Jobs(self.reader.page(&filter)?)),
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The hot set: memory holds every non-terminal job and a bounded window
+//! of recently finished ones; older finished jobs are evicted and live on
+//! in the database only (read through the history pool).
+//!
+//! Finished jobs enter a FIFO in the order they finished. Each entry is
+//! tagged with the batch that carries the finishing change (`seal`), and a
+//! job is evicted only once that batch is durable and the job is not dirty
+//! again, so eviction never loses a change. Eviction pops from the front,
+//! so its cost is the number of entries it removes, never the number of
+//! jobs held.
+
+use crate::protocol::{JobId, JobState};
+use crate::scheduler::hash_map::HashMap;
+use crate::scheduler::state::CoordinatorState;
+use std::collections::VecDeque;
+
+/// How many finished jobs memory keeps, and for how long. A finished job
+/// is evicted once either bound is exceeded (and its row is durable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Most finished jobs kept in memory (`retain-finished-in-memory`).
+    pub max_finished: usize,
+    /// Longest a finished job stays in memory, in milliseconds
+    /// (`retain-finished-in-memory-millis`).
+    pub max_age_ms: u64,
+}
+
+impl Retention {
+    /// Keeps every finished job forever: the behaviour before retention,
+    /// and what a state without a history read path must do.
+    pub const UNBOUNDED: Retention = Retention {
+        max_finished: usize::MAX,
+        max_age_ms: u64::MAX,
+    };
+}
+
+/// One finish, in finishing order.
+#[derive(Debug, Clone, Copy)]
+struct Finished {
+    id: JobId,
+    finished_at: i64,
+    /// Which finish of the job this is (see `FinishedJobs::latest`).
+    serial: u64,
+    /// The batch carrying the finishing change; `None` until sealed.
+    batch: Option<u64>,
+}
+
+/// The finished jobs in memory, oldest finish first.
+#[derive(Debug, Default)]
+pub(super) struct FinishedJobs {
+    fifo: VecDeque<Finished>,
+    /// Each finished job in memory → the serial of its latest finish. An
+    /// entry of `fifo` whose serial is not here is stale (the job was
+    /// requeued, or finished again later) and is skipped.
+    latest: HashMap<JobId, u64>,
+    next_serial: u64,
+    /// How many entries at the back of `fifo` are not sealed yet.
+    unsealed: usize,
+}
+
+impl FinishedJobs {
+    /// The job just became terminal at `now`.
+    pub(super) fn finished(&mut self, id: JobId, now: i64) {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        self.latest.insert(id, serial);
+        self.fifo.push_back(Finished {
+            id,
+            finished_at: now,
+            serial,
+            batch: None,
+        });
+        self.unsealed += 1;
+    }
+
+    /// The job stopped being terminal (a requeue) or left memory.
+    pub(super) fn forget(&mut self, id: JobId) {
+        self.latest.remove(&id);
+    }
+
+    /// Finished jobs in memory.
+    pub(super) fn len(&self) -> usize {
+        self.latest.len()
+    }
+
+    /// Removes the oldest entry. Unsealed entries are the newest ones, so
+    /// an unsealed entry popped (a stale one: its job was requeued in the
+    /// step that finished it) is one fewer to seal.
+    fn pop_front(&mut self) {
+        if let Some(entry) = self.fifo.pop_front() {
+            if entry.batch.is_none() {
+                self.unsealed = self.unsealed.saturating_sub(1);
+            }
+        }
+    }
+
+    fn is_current(&self, entry: &Finished) -> bool {
+        self.latest.get(&entry.id) == Some(&entry.serial)
+    }
+}
+
+impl CoordinatorState {
+    /// Sets the hot-set bounds. Only meaningful with a history read path:
+    /// an evicted job is no longer answered from memory.
+    pub fn set_retention(&mut self, retention: Retention) {
+        self.retention = retention;
+    }
+
+    /// Tags every finish since the last call with `batch`, the batch that
+    /// will carry those changes. The coordinator calls it at the end of
+    /// each step, before the step's rows are handed to the group commit.
+    pub fn seal_finished(&mut self, batch: u64) {
+        let unsealed = std::mem::take(&mut self.finished.unsealed);
+        let start = self.finished.fifo.len().saturating_sub(unsealed);
+        for entry in self.finished.fifo.range_mut(start..) {
+            entry.batch = Some(batch);
+        }
+    }
+
+    /// Evicts finished jobs beyond the retention window whose last change
+    /// is in a batch no newer than `durable` and which are not dirty;
+    /// returns how many. Stops at the first job that is due but not yet
+    /// durable (those behind it finished later). Counts per state are
+    /// counters and do not change; the job stays reachable through the
+    /// database, and its idempotency key stays resolvable in memory.
+    pub fn evict_finished(&mut self, now: i64, durable: u64) -> usize {
+        let mut evicted = 0;
+        while let Some(entry) = self.finished.fifo.front().copied() {
+            if !self.finished.is_current(&entry) {
+                self.finished.pop_front();
+                continue;
+            }
+            if !self.beyond_window(&entry, now) || !self.is_durable(&entry, durable) {
+                break;
+            }
+            self.finished.pop_front();
+            self.evict(entry.id);
+            evicted += 1;
+        }
+        evicted
+    }
+
+    fn beyond_window(&self, entry: &Finished, now: i64) -> bool {
+        let age = u64::try_from(now.saturating_sub(entry.finished_at)).unwrap_or(0);
+        self.finished.len() > self.retention.max_finished || age > self.retention.max_age_ms
+    }
+
+    fn is_durable(&self, entry: &Finished, durable: u64) -> bool {
+        entry.batch.is_some_and(|b| b <= durable) && !self.dirty.contains(entry.id)
+    }
+
+    /// Removes a durable finished job from memory.
+    fn evict(&mut self, id: JobId) {
+        self.finished.forget(id);
+        if let Some(job) = self.jobs.remove(&id) {
+            self.by_sequence.remove(&job.order_key());
+        }
+    }
+
+    /// The database deleted this expired job (durably): its idempotency
+    /// key is forgotten and it no longer counts. A copy still in memory
+    /// leaves too, unless memory changed it since (a requeue, not yet
+    /// written: that write stores the job again, so it stays and counts
+    /// as memory has it). Costs O(1).
+    pub fn forget_expired(
+        &mut self,
+        id: JobId,
+        key: Option<&str>,
+        task_type: &str,
+        state: JobState,
+    ) {
+        if let Some(key) = key {
+            if self.idempotency.get(key) == Some(&id) {
+                self.idempotency.remove(key);
+            }
+        }
+        match self.jobs.get(&id) {
+            None => self.state_counts.remove(task_type, state),
+            Some(held) if held.state.is_terminal() && !self.dirty.contains(id) => {
+                let (held_type, held_state) = (held.task_type.clone(), held.state);
+                self.state_counts.remove(&held_type, held_state);
+                self.evict(id);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Brings a finished job read back from the database into memory (to
+    /// requeue it); it already counts. A job that is not finished, or is
+    /// already held, changes nothing.
+    pub fn restore(&mut self, job: crate::scheduler::Job, now: i64) {
+        if !job.state.is_terminal() || self.holds(job.id) {
+            return;
+        }
+        // Sealed with this step's batch like a fresh finish: later than
+        // needed, never too early.
+        self.finished
+            .finished(job.id, job.finished_at.unwrap_or(now));
+        self.insert(job, now);
+    }
+
+    /// Finished jobs held in memory.
+    pub fn finished_in_memory(&self) -> usize {
+        self.finished.len()
+    }
+
+    /// Jobs held in memory, of every state.
+    pub fn jobs_in_memory(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// True when the job is in memory (non-terminal, or finished within
+    /// the retention window); otherwise only the database may know it.
+    pub fn holds(&self, id: JobId) -> bool {
+        self.jobs.contains_key(&id)
+    }
+}
+
+#[cfg(test)]
+#[path = "retention_tests.rs"]
+mod tests;

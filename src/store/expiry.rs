@@ -1,0 +1,110 @@
+//! Expiry: finished jobs past their retention deleted with their
+//! attempts, a small batch per transaction, so commits of live work
+//! interleave between batches.
+
+use super::read::conversion;
+use super::{JobStore, StoreError};
+use crate::protocol::{JobId, JobState};
+
+/// Which finished jobs have expired: finished before these times (unix
+/// milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpiryCutoffs {
+    /// SUCCEEDED and CANCELLED jobs (`job-retention-millis`).
+    pub finished_before: i64,
+    /// FAILED jobs (`failed-job-retention-millis`).
+    pub failed_before: i64,
+}
+
+/// A deleted job, with the idempotency key that expired with it and what
+/// it was counted as (its task type and stored state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredJob {
+    pub id: JobId,
+    pub idempotency_key: Option<String>,
+    pub task_type: String,
+    pub state: JobState,
+}
+
+/// Oldest finishes first, through `jobs_finished_at`.
+const DELETE_JOBS: &str = "DELETE FROM jobs WHERE rowid IN (
+    SELECT rowid FROM jobs
+    WHERE finished_at < max(?1, ?2)
+      AND ((state = 'FAILED' AND finished_at < ?2)
+           OR (state IN ('SUCCEEDED', 'CANCELLED') AND finished_at < ?1))
+    ORDER BY finished_at LIMIT ?3)
+    RETURNING id, idempotency_key, task_type, state";
+
+impl JobStore {
+    /// Deletes up to `limit` expired jobs and their attempts in one
+    /// transaction of its own, and returns them; durable once it returns.
+    /// Returns `None`, changing nothing, while rows of the next batch are
+    /// staged (a transaction is open): a deletion never shares a batch's
+    /// transaction, so a batch that rolls back cannot undo it, nor it the
+    /// batch. Fewer than `limit` jobs returned: nothing else has expired.
+    pub fn expire(
+        &mut self,
+        cutoffs: ExpiryCutoffs,
+        limit: usize,
+    ) -> Result<Option<Vec<ExpiredJob>>, StoreError> {
+        if !self.conn.is_autocommit() {
+            return Ok(None);
+        }
+        // On failure the transaction rolls back as it is dropped.
+        self.delete_expired(cutoffs, limit).map(Some)
+    }
+
+    fn delete_expired(
+        &mut self,
+        cutoffs: ExpiryCutoffs,
+        limit: usize,
+    ) -> Result<Vec<ExpiredJob>, StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| error(&path, e))?;
+        let expired = {
+            let mut jobs = tx
+                .prepare_cached(DELETE_JOBS)
+                .map_err(|e| error(&path, e))?;
+            let limit = limit.min(i64::MAX as usize) as i64;
+            let params = rusqlite::params![cutoffs.finished_before, cutoffs.failed_before, limit];
+            let rows = jobs
+                .query_map(params, |row| {
+                    let id: String = row.get(0)?;
+                    let parsed = id
+                        .parse::<JobId>()
+                        .map_err(|e| conversion(0, format!("job id {id:?}: {e}")))?;
+                    let state: String = row.get(3)?;
+                    Ok(ExpiredJob {
+                        id: parsed,
+                        idempotency_key: row.get(1)?,
+                        task_type: row.get(2)?,
+                        state: state
+                            .parse::<JobState>()
+                            .map_err(|e| conversion(3, format!("job {id}: {e}")))?,
+                    })
+                })
+                .map_err(|e| error(&path, e))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(|e| error(&path, e))?
+        };
+        {
+            let mut attempts = tx
+                .prepare_cached("DELETE FROM attempts WHERE job_id = ?1")
+                .map_err(|e| error(&path, e))?;
+            for job in &expired {
+                attempts
+                    .execute([job.id.to_string()])
+                    .map_err(|e| error(&path, e))?;
+            }
+        }
+        tx.commit().map_err(|e| error(&path, e))?;
+        Ok(expired)
+    }
+}
+
+fn error(path: &std::path::Path, e: rusqlite::Error) -> StoreError {
+    StoreError {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}

@@ -1,0 +1,103 @@
+//! Reading history: jobs the coordinator no longer holds in memory, read
+//! on a connection of their own beside the writer's (WAL lets readers see
+//! the last committed state while a write transaction is open).
+
+use super::read::{read_row, with_stored_attempts, COLUMNS};
+use super::StoreError;
+use crate::protocol::{JobId, JobState};
+use crate::scheduler::{Job, OrderKey};
+use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension};
+use std::path::{Path, PathBuf};
+
+/// A read-only connection to the database. Each reader thread owns one.
+pub struct JobReader {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// Which jobs a history page holds: newest submission first, after
+/// `before` (exclusive), of one state and task type if given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageFilter {
+    pub state: Option<JobState>,
+    pub task_type: Option<String>,
+    pub before: Option<OrderKey>,
+    pub limit: usize,
+}
+
+impl JobReader {
+    /// Opens the database read-only. It must exist (the writer created and
+    /// migrated it first); nothing this connection does can change it.
+    pub fn open(path: &Path) -> Result<JobReader, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| StoreError {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Ok(JobReader {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The stored job with its whole history, if the database has it.
+    pub fn job(&self, id: JobId) -> Result<Option<Job>, StoreError> {
+        let query = format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1");
+        let found = self
+            .conn
+            .query_row(&query, [id.to_string()], read_row)
+            .optional()
+            .map_err(|e| self.error(e))?;
+        found.map(|job| self.with_history(job)).transpose()
+    }
+
+    /// Up to `filter.limit` stored jobs, newest submission first; each
+    /// with its whole history.
+    pub fn page(&self, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
+        let mut conditions = Vec::new();
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(state) = filter.state {
+            conditions.push("state = ?");
+            args.push(state.as_str().to_string().into());
+        }
+        if let Some(task_type) = &filter.task_type {
+            conditions.push("task_type = ?");
+            args.push(task_type.clone().into());
+        }
+        if let Some((sequence, submitted_at, id)) = filter.before {
+            conditions.push("(sequence, submitted_at, id) < (?, ?, ?)");
+            args.push((sequence as i64).into());
+            args.push(submitted_at.into());
+            args.push(id.to_string().into());
+        }
+        let filter_sql = match conditions.is_empty() {
+            true => String::new(),
+            false => format!("WHERE {}", conditions.join(" AND ")),
+        };
+        args.push((filter.limit.min(i64::MAX as usize) as i64).into());
+        let query = format!(
+            "SELECT {COLUMNS} FROM jobs {filter_sql} \
+             ORDER BY sequence DESC, submitted_at DESC, id DESC LIMIT ?"
+        );
+        let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
+        let rows = stmt
+            .query_map(params_from_iter(args), read_row)
+            .map_err(|e| self.error(e))?;
+        let jobs: Vec<Job> = rows
+            .collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.error(e))?;
+        jobs.into_iter().map(|job| self.with_history(job)).collect()
+    }
+
+    /// Adds the attempts stored apart from the job row.
+    fn with_history(&self, job: Job) -> Result<Job, StoreError> {
+        with_stored_attempts(&self.conn, job).map_err(|e| self.error(e))
+    }
+
+    fn error(&self, e: rusqlite::Error) -> StoreError {
+        StoreError {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        }
+    }
+}
