@@ -184,23 +184,28 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
     let acknowledged = submitter.join().expect("submitter");
 
     let mut client = connect(&addr);
-    let wanted: HashSet<JobId> = acknowledged.iter().copied().collect();
+    // A list answers at most MAX_LIST_JOBS jobs, so each job is asked for
+    // until it is terminal.
+    let mut outstanding: HashSet<JobId> = acknowledged.iter().copied().collect();
     wait_until(
         "every acknowledged job to be terminal",
         Duration::from_secs(90),
         || {
-            let jobs = match client.list(None, (JOBS * 2) as u32) {
-                Ok(jobs) => jobs,
-                Err(_) => {
-                    client = connect(&addr);
-                    return false;
+            let mut still = HashSet::new();
+            for &job_id in &outstanding {
+                match client.status(job_id) {
+                    Ok(Some(view)) if view.state.is_terminal() => {}
+                    Ok(_) => {
+                        still.insert(job_id);
+                    }
+                    Err(_) => {
+                        client = connect(&addr);
+                        return false;
+                    }
                 }
-            };
-            let terminal = jobs
-                .iter()
-                .filter(|j| wanted.contains(&j.job_id) && j.state.is_terminal())
-                .count();
-            terminal == wanted.len()
+            }
+            outstanding = still;
+            outstanding.is_empty()
         },
     );
     for worker in &mut workers {
