@@ -113,6 +113,12 @@ impl Node {
 
     /// Runs one job to success through a stand-in worker.
     async fn run_to_success(&mut self, result: &[u8]) -> JobId {
+        self.run_to(TaskOutcome::Succeeded(result.to_vec()), JobState::Succeeded)
+            .await
+    }
+
+    /// Runs one job to its end through a stand-in worker.
+    async fn run_to(&mut self, outcome: TaskOutcome, ends: JobState) -> JobId {
         self.server.coordinator.do_send(RegisterWorker {
             session: SessionId(1),
             reply_to: self.addr.clone().recipient(),
@@ -136,10 +142,10 @@ impl Node {
             worker_id: WorkerId("w".into()),
             job_id: job,
             lease,
-            outcome: TaskOutcome::Succeeded(result.to_vec()),
+            outcome,
         });
         let status = self.status(job).await;
-        assert_eq!(status.map(|v| v.state), Some(JobState::Succeeded));
+        assert_eq!(status.map(|v| v.state), Some(ends));
         job
     }
 
@@ -416,4 +422,51 @@ async fn an_evicted_cancelled_job_can_be_requeued() {
     let list = node.list(None).await;
     assert_eq!(count(&list, JobState::Cancelled), 0);
     assert_eq!(count(&list, JobState::Queued), 1);
+}
+
+#[actix_rt::test]
+async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut node = Node::start(&config(dir.path(), 1), ManualClock::starting_at(1_000)).await;
+    let permanent = || TaskOutcome::Failed {
+        error: "bad input".into(),
+        retryable: false,
+    };
+    let mut failed = Vec::new();
+    for _ in 0..3 {
+        failed.push(node.run_to(permanent(), JobState::Failed).await);
+    }
+    node.sweep_until_at_most(1).await;
+    assert_eq!(
+        node.inspect().await.jobs_in_memory,
+        1,
+        "two failed jobs evicted"
+    );
+    let request = ClientRequest::RequeueFailed { task_type: None };
+    let ClientResponse::Requeued {
+        mut job_ids,
+        refused,
+    } = node.ask(request).await
+    else {
+        panic!("not requeued");
+    };
+    assert_eq!(refused, None);
+    job_ids.sort();
+    failed.sort();
+    assert_eq!(job_ids, failed, "every failed job, evicted or not");
+    let list = node.list(None).await;
+    assert_eq!(count(&list, JobState::Failed), 0);
+    let active = count(&list, JobState::Queued) + count(&list, JobState::Running);
+    assert_eq!(active, 3, "queued again (the stand-in worker may run one)");
+    let again = node
+        .ask(ClientRequest::RequeueFailed { task_type: None })
+        .await;
+    assert_eq!(
+        again,
+        ClientResponse::Requeued {
+            job_ids: vec![],
+            refused: None
+        },
+        "nothing is requeued twice"
+    );
 }

@@ -22,7 +22,7 @@ pub use error::ClientError;
 use crate::protocol::{
     ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello, JobId, JobList,
     JobState, JobView, Role, SubmitAnswer, SubmitRequest, WorkerView, IDLE_CLOSED,
-    PROTOCOL_VERSION, UNAUTHORIZED,
+    MAX_REQUEUE_JOBS, PROTOCOL_VERSION, UNAUTHORIZED,
 };
 use crate::security::{tls, Secret};
 use connection::Connection;
@@ -204,15 +204,36 @@ impl Client {
         }
     }
 
-    /// Requeues every FAILED job (of `task_type`, if given). Returns the
+    /// Requeues every FAILED job (of `task_type`, if given), including
+    /// those only the database still holds: one `RequeueFailed` after
+    /// another until one requeues fewer than `MAX_REQUEUE_JOBS`, or as
+    /// many jobs as were FAILED when it began have been requeued (so jobs
+    /// that fail again meanwhile are not retried twice). Returns the
     /// requeued ids and why it stopped early, if it did.
     pub fn requeue_failed(
         &mut self,
         task_type: Option<String>,
     ) -> Result<(Vec<JobId>, Option<String>), ClientError> {
-        match self.request(ClientRequest::RequeueFailed { task_type })? {
-            ClientResponse::Requeued { job_ids, refused } => Ok((job_ids, refused)),
-            other => Err(unexpected("Requeued", &other)),
+        let failed_at_start = self
+            .list_page(Some(JobState::Failed), task_type.clone(), 0)?
+            .counts
+            .iter()
+            .find(|c| c.state == JobState::Failed)
+            .map_or(0, |c| c.count);
+        let mut all = Vec::new();
+        loop {
+            let request = ClientRequest::RequeueFailed {
+                task_type: task_type.clone(),
+            };
+            let (job_ids, refused) = match self.request(request)? {
+                ClientResponse::Requeued { job_ids, refused } => (job_ids, refused),
+                other => return Err(unexpected("Requeued", &other)),
+            };
+            let last = job_ids.len() < MAX_REQUEUE_JOBS;
+            all.extend(job_ids);
+            if refused.is_some() || last || all.len() as u64 >= failed_at_start {
+                return Ok((all, refused));
+            }
         }
     }
 

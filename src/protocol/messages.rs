@@ -152,6 +152,10 @@ impl SubmitRequest {
 /// The most jobs one `List` answers with (the HTTP API's largest page).
 pub const MAX_LIST_JOBS: u32 = 500;
 
+/// The most jobs one `RequeueFailed` requeues; a client sends it again for
+/// the rest (the client library does).
+pub const MAX_REQUEUE_JOBS: usize = 1000;
+
 /// Requests a client may send after `Hello`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest {
@@ -181,7 +185,8 @@ pub enum ClientRequest {
     Requeue {
         job_id: JobId,
     },
-    /// Requeues every FAILED job (of one task type, if given), oldest first.
+    /// Requeues FAILED jobs (of one task type, if given), at most
+    /// `MAX_REQUEUE_JOBS` of them; fewer requeued means none are left.
     RequeueFailed {
         #[serde(default)]
         task_type: Option<String>,

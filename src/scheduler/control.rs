@@ -87,12 +87,13 @@ impl CoordinatorState {
         }
     }
 
-    /// Requeues every FAILED job (of `task_type`, if given), oldest first,
-    /// until the admission limit stops it; returns the requeued ids and the
-    /// reason it stopped early, if it did.
+    /// Requeues at most `limit` FAILED jobs in memory (of `task_type`, if
+    /// given), oldest first, until the admission limit stops it; returns
+    /// the requeued ids and the reason it stopped early, if it did.
     pub fn requeue_failed(
         &mut self,
         task_type: Option<&str>,
+        limit: usize,
         now: i64,
     ) -> (Vec<JobId>, Option<String>) {
         let failed: Vec<JobId> = self
@@ -102,6 +103,7 @@ impl CoordinatorState {
             .filter(|j| j.state == JobState::Failed)
             .filter(|j| task_type.is_none_or(|t| j.task_type == t))
             .map(|j| j.id)
+            .take(limit)
             .collect();
         let mut requeued = Vec::with_capacity(failed.len());
         for id in failed {

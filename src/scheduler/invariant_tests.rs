@@ -251,7 +251,8 @@ impl Harness {
             Event::Requeue { job } => self.requeue(job)?,
             Event::RequeueFailed { task } => {
                 let task_type = task.map(|t| TASK_TYPES[t]);
-                self.state.requeue_failed(task_type, now);
+                self.state
+                    .requeue_failed(task_type, crate::protocol::MAX_REQUEUE_JOBS, now);
             }
             Event::Sweep { advance_ms } => {
                 self.now += advance_ms;

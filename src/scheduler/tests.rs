@@ -571,3 +571,26 @@ fn the_invariant_check_names_a_slot_held_for_a_job_that_is_not_running() {
         "{err}"
     );
 }
+
+#[test]
+fn a_retry_of_every_failed_job_requeues_at_most_its_limit_oldest_first() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 3, vec!["echo".into()], 0);
+    let jobs: Vec<JobId> = (0..3)
+        .map(|i| {
+            let mut req = echo(&format!("{i}"));
+            req.max_attempts = Some(1);
+            accepted(s.submit(req, i))
+        })
+        .collect();
+    s.schedule(3);
+    for (_, job, lease) in assignments(&s.take_effects()) {
+        s.task_result(&w("a"), job, lease, TaskOutcome::failed("boom"), 4)
+            .expect("applied");
+    }
+    assert_eq!(s.requeue_failed(None, 2, 5), (jobs[..2].to_vec(), None));
+    consistent(&s);
+    assert_eq!(s.requeue_failed(Some("other"), 2, 6), (vec![], None));
+    assert_eq!(s.requeue_failed(None, 2, 7), (vec![jobs[2]], None));
+    assert_eq!(s.active_jobs(), 3);
+}

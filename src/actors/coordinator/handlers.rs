@@ -6,7 +6,7 @@ use super::messages::*;
 use super::Coordinator;
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
 use crate::protocol::{
-    ClientRequest, ClientResponse, JobId, Progress, SubmitRequest, MAX_LIST_JOBS,
+    ClientRequest, ClientResponse, JobId, Progress, SubmitRequest, MAX_LIST_JOBS, MAX_REQUEUE_JOBS,
 };
 use crate::scheduler::{CancelRefused, RequeueRefused};
 use actix::{Context, Handler};
@@ -219,9 +219,7 @@ impl Coordinator {
             ClientRequest::Cancel { job_id } => self.cancel(job_id, now),
             ClientRequest::Requeue { job_id } => self.requeue(job_id, now),
             ClientRequest::RequeueFailed { task_type } => {
-                let (job_ids, refused) = self.state.requeue_failed(task_type.as_deref(), now);
-                self.state.schedule(now);
-                ClientResponse::Requeued { job_ids, refused }
+                self.requeue_failed(task_type.as_deref(), now)
             }
             ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views()),
             // Sessions answer pings themselves; one forwarded here is harmless.
@@ -241,6 +239,13 @@ impl Coordinator {
                 ClientResponse::CancelRefused { job_id, state }
             }
         }
+    }
+
+    /// Requeues at most `MAX_REQUEUE_JOBS` of the FAILED jobs in memory.
+    pub(super) fn requeue_failed(&mut self, task_type: Option<&str>, now: i64) -> ClientResponse {
+        let (job_ids, refused) = self.state.requeue_failed(task_type, MAX_REQUEUE_JOBS, now);
+        self.state.schedule(now);
+        ClientResponse::Requeued { job_ids, refused }
     }
 
     pub(super) fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {

@@ -13,6 +13,11 @@
 //!   an answer read from the database may overtake answers to later
 //!   requests of the same client without showing anything stale; every
 //!   answer carries its request id, so clients match them anyway.
+//! - `RequeueFailed`: the newest `MAX_REQUEUE_JOBS` FAILED jobs the
+//!   database holds (of the task type, if given) are brought back into
+//!   memory, then up to `MAX_REQUEUE_JOBS` FAILED jobs in memory are
+//!   requeued there, oldest first; failed jobs that had been evicted are
+//!   retried like recent ones, a bounded number per request.
 //! - `list` and HTTP pages that may show finished jobs (no state filter,
 //!   or a terminal one): the database, newest submission first, which
 //!   holds every job acknowledged to anyone before the request arrived
@@ -31,7 +36,9 @@ use super::messages::QueryKind;
 use super::Coordinator;
 use crate::actors::history::{Found, HistoryQuery, ReadHistory};
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
-use crate::protocol::{ClientRequest, ClientResponse, JobId, JobList, JobState, JobView};
+use crate::protocol::{
+    ClientRequest, ClientResponse, JobId, JobList, JobState, JobView, MAX_REQUEUE_JOBS,
+};
 use crate::scheduler::{Job, JobPage, PageCursor};
 use crate::store::PageFilter;
 use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
@@ -51,6 +58,8 @@ pub(super) enum HistoryRead {
     /// A requeue of a job not in memory: the stored job is brought back
     /// into memory and requeued there, as if it had never left.
     Requeue(JobId),
+    /// FAILED jobs read back into memory, then requeued there.
+    RequeueFailed(PageFilter),
     /// A TCP `List`: one page, no cursor.
     List(PageFilter),
     /// An HTTP page: `limit` jobs after the cursor in `filter.before`.
@@ -66,9 +75,9 @@ impl HistoryRead {
             HistoryRead::Status(id) | HistoryRead::Cancel(id) | HistoryRead::Requeue(id) => {
                 HistoryQuery::Job(*id)
             }
-            HistoryRead::List(filter) | HistoryRead::Page { filter, .. } => {
-                HistoryQuery::Page(filter.clone())
-            }
+            HistoryRead::List(filter)
+            | HistoryRead::RequeueFailed(filter)
+            | HistoryRead::Page { filter, .. } => HistoryQuery::Page(filter.clone()),
         }
     }
 }
@@ -91,6 +100,14 @@ impl Coordinator {
             }
             ClientRequest::Requeue { job_id } if !self.state.holds(*job_id) => {
                 Some(HistoryRead::Requeue(*job_id))
+            }
+            ClientRequest::RequeueFailed { task_type } => {
+                Some(HistoryRead::RequeueFailed(PageFilter {
+                    state: Some(JobState::Failed),
+                    task_type: task_type.clone(),
+                    before: None,
+                    limit: MAX_REQUEUE_JOBS,
+                }))
             }
             ClientRequest::List {
                 state,
@@ -166,6 +183,9 @@ impl Coordinator {
                     (HistoryRead::Requeue(job_id), Ok(Found::Job(job))) => {
                         self.requeue_stored(job_id, job)
                     }
+                    (HistoryRead::RequeueFailed(filter), Ok(Found::Jobs(jobs))) => {
+                        self.requeue_failed_stored(filter.task_type.as_deref(), jobs)
+                    }
                     (read, Ok(found)) => self.client_response(read, found),
                     (_, Err(reason)) => ClientResponse::Overloaded { reason },
                 };
@@ -229,6 +249,18 @@ impl Coordinator {
             _ => {}
         }
         self.requeue(job_id, now)
+    }
+
+    /// Brings the FAILED jobs read back into memory (those not there
+    /// already), then requeues FAILED jobs in memory as `RequeueFailed`
+    /// does. A job brought back but not requeued (the admission limit
+    /// stopped it) is a finished job in memory, evicted again in time.
+    fn requeue_failed_stored(&mut self, task_type: Option<&str>, jobs: Vec<Job>) -> ClientResponse {
+        let now = self.now();
+        for job in jobs {
+            self.state.restore(job, now);
+        }
+        self.requeue_failed(task_type, now)
     }
 
     /// The job as memory has it if it is there, else as read.
