@@ -147,7 +147,13 @@ fn errors_have_one_json_shape_and_a_fitting_status() {
     let http = cluster.http();
     assert_error(&http.get("/api/jobs/not-a-uuid"), 400, "bad_request");
     let unknown = "00000000-0000-4000-8000-000000000000";
-    assert_error(&http.get(&format!("/api/jobs/{unknown}")), 404, "not_found");
+    let missing = http.get(&format!("/api/jobs/{unknown}"));
+    assert_error(&missing, 404, "not_found");
+    assert_eq!(
+        missing.json()["error"],
+        format!("job {unknown} not found (expired or never existed)"),
+        "worded as the CLI words it"
+    );
     assert_error(
         &http.post(&format!("/api/jobs/{unknown}/cancel"), &json!({})),
         404,

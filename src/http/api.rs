@@ -150,7 +150,9 @@ fn parse_id(text: &str) -> Result<JobId, ApiError> {
 fn job_answer(response: ClientResponse) -> ApiResult {
     match response {
         ClientResponse::Job(view) => Ok(HttpResponse::Ok().json(ApiJob::from_view(*view, true))),
-        ClientResponse::NotFound { job_id } => Err(ApiError::not_found(format!("no job {job_id}"))),
+        ClientResponse::NotFound { job_id } => Err(ApiError::not_found(format!(
+            "job {job_id} not found (expired or never existed)"
+        ))),
         ClientResponse::CancelRefused { job_id, state } => Err(ApiError::new(
             StatusCode::CONFLICT,
             "already_finished",
