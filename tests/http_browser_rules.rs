@@ -243,4 +243,56 @@ fn a_bad_http_allowed_hosts_entry_is_a_config_error_naming_the_key() {
     .expect("write");
     let config = load::<CoordinatorOptions>(Some(file.path()), Default::default()).expect("valid");
     assert_eq!(config.http_allowed_hosts.len(), 4);
+
+    let readme_example = r#"http-allowed-hosts = ["taskyard.example", "coord.example:7480"]"#;
+    let readme = include_str!("../README.md");
+    assert!(
+        readme.contains(readme_example),
+        "the README shows {readme_example}"
+    );
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    writeln!(file, "{readme_example}").expect("write");
+    load::<CoordinatorOptions>(Some(file.path()), Default::default()).expect("README example");
+}
+
+#[test]
+fn openapi_documents_the_browser_rules_on_every_route() {
+    let openapi: serde_json::Value =
+        serde_json::from_str(taskyard::http::api::OPENAPI_JSON).expect("valid JSON");
+    for (method, path) in taskyard::http::server::ROUTES {
+        let responses = &openapi["paths"][path][method.to_ascii_lowercase()]["responses"];
+        let mut expected = vec!["403", "421"];
+        if method != "GET" {
+            expected.push("415");
+            let body = &openapi["paths"][path]["post"]["requestBody"]["content"];
+            assert!(body["application/json"].is_object(), "{method} {path} body");
+        }
+        for status in expected {
+            assert!(
+                responses[status].is_object(),
+                "{method} {path} documents {status}"
+            );
+        }
+    }
+    let codes = openapi["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
+        .as_array()
+        .expect("codes")
+        .clone();
+    for code in ["cross_origin", "misdirected_host", "unsupported_media_type"] {
+        assert!(codes.contains(&json!(code)), "{code} listed");
+    }
+    let description = openapi["info"]["description"]
+        .as_str()
+        .expect("description");
+    for word in [
+        "http-allowed-hosts",
+        "Origin",
+        "Sec-Fetch-Site",
+        "application/json",
+    ] {
+        assert!(
+            description.contains(word),
+            "the description explains {word}"
+        );
+    }
 }

@@ -203,3 +203,261 @@ pub async fn enforce(
     }
     Ok(next.call(req).await?.map_into_left_body())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::http::header::HeaderValue;
+
+    fn listener(bound: &str, allowed: &[&str]) -> ListenerHosts {
+        ListenerHosts {
+            bound: bound.parse().expect("socket address"),
+            allowed: allowed.iter().map(|a| a.parse().expect("entry")).collect(),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        map
+    }
+
+    const LOOPBACK: &str = "127.0.0.1:7480";
+    const JSON: (&str, &str) = ("content-type", "application/json");
+
+    fn post(pairs: &[(&'static str, &'static str)]) -> Result<(), Refusal> {
+        check(&Method::POST, &headers(pairs), &listener(LOOPBACK, &[]))
+    }
+
+    fn host_served(bound: &str, allowed: &[&str], host: &str) -> bool {
+        listener(bound, allowed).serves(&host.parse().expect("host"))
+    }
+
+    #[test]
+    fn a_loopback_listener_answers_to_loopback_ips_and_localhost_on_its_port() {
+        for host in [
+            "127.0.0.1:7480",
+            "localhost:7480",
+            "[::1]:7480",
+            "127.0.0.2:7480",
+        ] {
+            assert!(host_served(LOOPBACK, &[], host), "{host}");
+        }
+        for host in [
+            "127.0.0.1:7481",
+            "127.0.0.1",
+            "10.0.0.5:7480",
+            "evil.example:7480",
+        ] {
+            assert!(!host_served(LOOPBACK, &[], host), "{host}");
+        }
+        assert!(
+            host_served("127.0.0.1:80", &[], "localhost"),
+            "80 is HTTP's default"
+        );
+    }
+
+    #[test]
+    fn an_unspecified_listener_answers_to_any_ip_but_names_need_the_allowed_list() {
+        for bound in ["0.0.0.0:7480", "[::]:7480"] {
+            assert!(host_served(bound, &[], "10.0.0.5:7480"));
+            assert!(host_served(bound, &[], "[fe80::1]:7480"));
+            assert!(host_served(bound, &[], "localhost:7480"));
+            assert!(!host_served(bound, &[], "10.0.0.5:7481"));
+            assert!(!host_served(bound, &[], "taskyard.example:7480"));
+        }
+    }
+
+    #[test]
+    fn a_listener_on_one_address_answers_to_that_address_only() {
+        assert!(host_served("10.0.0.5:7480", &[], "10.0.0.5:7480"));
+        assert!(!host_served("10.0.0.5:7480", &[], "10.0.0.6:7480"));
+        assert!(!host_served("10.0.0.5:7480", &[], "localhost:7480"));
+        assert!(!host_served("10.0.0.5:7480", &[], "127.0.0.1:7480"));
+    }
+
+    #[test]
+    fn allowed_entries_match_any_port_unless_they_name_one() {
+        let allowed = ["taskyard.example", "ci.example:8443"];
+        assert!(host_served(LOOPBACK, &allowed, "taskyard.example"));
+        assert!(host_served(LOOPBACK, &allowed, "TASKYARD.example:9999"));
+        assert!(host_served(LOOPBACK, &allowed, "ci.example:8443"));
+        assert!(!host_served(LOOPBACK, &allowed, "ci.example"));
+        assert!(!host_served(LOOPBACK, &allowed, "sub.taskyard.example"));
+    }
+
+    #[test]
+    fn a_foreign_or_unparseable_host_is_misdirected_and_named() {
+        for host in ["evil.example:7480", "127.0.0.1:7480/x", "", "a b"] {
+            let mut map = headers(&[JSON]);
+            map.insert(HOST, HeaderValue::from_str(host).expect("value"));
+            let err = check(&Method::GET, &map, &listener(LOOPBACK, &[])).expect_err(host);
+            assert_eq!(err.status(), StatusCode::MISDIRECTED_REQUEST);
+            assert!(err.to_string().contains(&format!("{host:?}")), "{err}");
+            assert!(err.to_string().contains("http-allowed-hosts"), "{err}");
+        }
+        let twice = headers(&[("host", "127.0.0.1:7480"), ("host", "evil.example")]);
+        let err = check(&Method::GET, &twice, &listener(LOOPBACK, &[]));
+        assert!(
+            matches!(err, Err(Refusal::MisdirectedHost { .. })),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_request_without_host_or_origin_is_a_plain_client() {
+        assert_eq!(post(&[JSON]), Ok(()));
+        let get = check(&Method::GET, &HeaderMap::new(), &listener(LOOPBACK, &[]));
+        assert_eq!(get, Ok(()));
+    }
+
+    #[test]
+    fn the_pages_own_origin_passes_and_any_other_is_forbidden() {
+        let own = [
+            ("host", "127.0.0.1:7480"),
+            ("origin", "http://127.0.0.1:7480"),
+            JSON,
+        ];
+        assert_eq!(post(&own), Ok(()));
+        let proxied = [
+            ("host", "taskyard.example"),
+            ("origin", "https://taskyard.example"),
+            JSON,
+        ];
+        let behind_proxy = listener(LOOPBACK, &["taskyard.example"]);
+        assert_eq!(
+            check(&Method::POST, &headers(&proxied), &behind_proxy),
+            Ok(())
+        );
+        for origin in [
+            "http://evil.example",
+            "null",
+            "http://localhost:7480",
+            "http://127.0.0.1:7481",
+        ] {
+            let mut map = headers(&[("host", "127.0.0.1:7480"), JSON]);
+            map.insert(ORIGIN, HeaderValue::from_str(origin).expect("value"));
+            for method in [Method::POST, Method::GET, Method::DELETE] {
+                let err = check(&method, &map, &listener(LOOPBACK, &[])).expect_err(origin);
+                assert_eq!(err.status(), StatusCode::FORBIDDEN);
+                assert!(err.to_string().starts_with("Origin"), "{err}");
+                assert!(err.to_string().contains(origin), "{err}");
+            }
+        }
+        let no_host = post(&[("origin", "http://127.0.0.1:7480"), JSON]);
+        assert!(
+            matches!(no_host, Err(Refusal::ForeignOrigin { .. })),
+            "{no_host:?}"
+        );
+    }
+
+    #[test]
+    fn sec_fetch_site_from_another_site_is_forbidden_except_navigating_to_a_page() {
+        for site in ["cross-site", "same-site"] {
+            let err = post(&[("sec-fetch-site", site), JSON]).expect_err(site);
+            assert_eq!(err.status(), StatusCode::FORBIDDEN);
+            assert!(
+                err.to_string().contains(&format!("Sec-Fetch-Site: {site}")),
+                "{err}"
+            );
+        }
+        for site in ["same-origin", "none"] {
+            assert_eq!(post(&[("sec-fetch-site", site), JSON]), Ok(()), "{site}");
+        }
+        let hosts = listener(LOOPBACK, &[]);
+        let link = headers(&[
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "navigate"),
+        ]);
+        assert_eq!(check(&Method::GET, &link, &hosts), Ok(()));
+        let form = headers(&[
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "navigate"),
+            JSON,
+        ]);
+        assert!(
+            check(&Method::POST, &form, &hosts).is_err(),
+            "a form post navigates too"
+        );
+        let script = headers(&[
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "no-cors"),
+        ]);
+        assert!(check(&Method::GET, &script, &hosts).is_err());
+    }
+
+    #[test]
+    fn state_changing_methods_need_the_json_content_type() {
+        for content_type in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON ;charset=UTF-8",
+        ] {
+            let mut map = HeaderMap::new();
+            map.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_str(content_type).expect("value"),
+            );
+            for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+                assert_eq!(check(&method, &map, &listener(LOOPBACK, &[])), Ok(()));
+            }
+        }
+        for content_type in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "application/jsonp",
+            "text/plain; application/json",
+        ] {
+            let mut map = HeaderMap::new();
+            map.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_str(content_type).expect("value"),
+            );
+            let err = check(&Method::POST, &map, &listener(LOOPBACK, &[])).expect_err(content_type);
+            assert_eq!(err.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            assert!(
+                err.to_string().contains("Content-Type: application/json"),
+                "{err}"
+            );
+            assert!(err.to_string().contains(content_type), "{err}");
+        }
+        let err = post(&[]).expect_err("no content type");
+        assert_eq!(
+            err.to_string(),
+            "POST needs the header Content-Type: application/json, got none"
+        );
+        let twice = post(&[JSON, ("content-type", "text/plain")]);
+        assert!(matches!(twice, Err(Refusal::NotJson { .. })), "{twice:?}");
+        let get = check(&Method::GET, &HeaderMap::new(), &listener(LOOPBACK, &[]));
+        assert_eq!(get, Ok(()), "reads need no content type");
+    }
+
+    #[test]
+    fn the_readme_quotes_the_refusals_as_they_are_written() {
+        let readme = include_str!("../../README.md");
+        let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+        let misdirected = Refusal::MisdirectedHost {
+            host: "evil.example:7480".into(),
+            bound: LOOPBACK.parse().expect("address"),
+        };
+        let not_json = Refusal::NotJson {
+            method: "POST".into(),
+            got: Some("text/plain".into()),
+        };
+        for refusal in [misdirected, not_json] {
+            let text = refusal.to_string();
+            assert!(flat.contains(&text), "README quotes {text:?}");
+        }
+    }
+
+    #[test]
+    fn refusals_become_the_api_error_shape() {
+        let e = ApiError::from(post(&[]).expect_err("refused"));
+        assert_eq!((e.status.as_u16(), e.code), (415, "unsupported_media_type"));
+    }
+}
