@@ -59,6 +59,12 @@ impl FromStr for Authority {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
+        if text.contains("://") {
+            return Err("no scheme: write just host or host:port".into());
+        }
+        if text.contains('/') {
+            return Err("no path: write just host or host:port".into());
+        }
         let (host, port) = split_port(text)?;
         let port = port.map(parse_port).transpose()?;
         Ok(Authority {
@@ -194,8 +200,8 @@ mod tests {
     #[test]
     fn anything_but_host_or_host_port_is_refused_with_the_reason() {
         for (text, reason) in [
-            ("http://x", "port"),
-            ("x/path", "DNS name"),
+            ("http://x", "no scheme"),
+            ("x/path", "no path"),
             ("x:99999", "1..=65535"),
             ("x:0", "1..=65535"),
             ("x:", "1..=65535"),
