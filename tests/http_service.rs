@@ -11,13 +11,22 @@ use std::sync::Arc;
 use taskyard::actors::CoordinatorServer;
 use taskyard::clock::SystemClock;
 use taskyard::http::server::ROUTES;
-use taskyard::http::{app, CoordinatorLink};
+use taskyard::http::{app, CoordinatorLink, ListenerHosts};
 
 async fn coordinator(dir: &std::path::Path) -> CoordinatorServer {
     let config = common::coordinator_config(dir);
     CoordinatorServer::start(&config, Arc::new(SystemClock), common::quiet_log())
         .await
         .expect("coordinator starts")
+}
+
+/// What a listener on 127.0.0.1:7480 answers to (requests built by
+/// `TestRequest` carry no Host header, so only the other rules apply).
+fn hosts() -> ListenerHosts {
+    ListenerHosts {
+        bound: std::net::SocketAddr::from(([127, 0, 0, 1], 7480)),
+        allowed: Vec::new(),
+    }
 }
 
 fn link(server: &CoordinatorServer) -> CoordinatorLink {
@@ -28,7 +37,7 @@ fn link(server: &CoordinatorServer) -> CoordinatorLink {
 async fn every_route_is_served_and_described_in_openapi() {
     let dir = tempfile::tempdir().expect("temp dir");
     let server = coordinator(dir.path()).await;
-    let service = init_service(app(link(&server), None)).await;
+    let service = init_service(app(link(&server), None, hosts())).await;
     let submitted = TestRequest::post()
         .uri("/api/jobs")
         .set_json(json!({ "task_type": "echo", "payload": { "message": "hi" } }))
@@ -74,12 +83,13 @@ async fn a_token_guards_every_route_but_healthz() {
     let service = init_service(app(
         link(&server),
         Some(taskyard::security::Secret::new("tok")),
+        hosts(),
     ))
     .await;
     for (method, path) in ROUTES {
         let request = match method {
             "GET" => TestRequest::get(),
-            _ => TestRequest::post(),
+            _ => TestRequest::post().set_json(json!({})),
         };
         let response = call_service(&service, request.uri(path).to_request()).await;
         let expected = if path == "/healthz" {
@@ -104,7 +114,7 @@ async fn a_token_guards_every_route_but_healthz() {
 async fn without_a_token_nothing_asks_for_one_and_errors_are_json() {
     let dir = tempfile::tempdir().expect("temp dir");
     let server = coordinator(dir.path()).await;
-    let service = init_service(app(link(&server), None)).await;
+    let service = init_service(app(link(&server), None, hosts())).await;
     let cases = [
         (
             "/api/jobs?limit=9999",

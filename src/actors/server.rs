@@ -187,11 +187,15 @@ fn spawn_http(
     let token = config
         .client_secret()
         .map_err(|(key, reason)| StartError::Config { key, reason })?;
-    let server = crate::http::serve(listener, link, token).map_err(|e| StartError::Bind {
-        key: "http-listen",
-        addr,
-        reason: e.to_string(),
-    })?;
+    let allowed_hosts = config
+        .http_allowed_hosts()
+        .map_err(|(key, reason)| StartError::Config { key, reason })?;
+    let server =
+        crate::http::serve(listener, link, token, allowed_hosts).map_err(|e| StartError::Bind {
+            key: "http-listen",
+            addr,
+            reason: e.to_string(),
+        })?;
     actix_rt::spawn(server);
     Ok(addr)
 }

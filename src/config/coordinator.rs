@@ -5,6 +5,7 @@ use crate::config::{
     at_least, frame_size, secret, ConfigOptions, Invalid, LogFormat, LogLevel, Synchronous,
     Validate,
 };
+use crate::http::authority::Authority;
 use crate::security::Secret;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -92,6 +93,12 @@ config_struct! {
         log_format: LogFormat = LogFormat::Text,
         /// Address of the HTTP API, metrics and dashboard; empty turns it off.
         http_listen: String = "127.0.0.1:7480".to_string(),
+        /// Extra names (`host` or `host:port`) the HTTP listener may be
+        /// addressed by in the `Host` header, besides its own addresses;
+        /// any other Host is refused (421) against DNS rebinding. Repeat
+        /// the flag or separate entries with commas.
+        #[arg(value_delimiter = ',', value_name = "HOST[:PORT]")]
+        http_allowed_hosts: Vec<String> = Vec::new(),
         /// Most finished jobs kept in memory; older ones are read from the database.
         retain_finished_in_memory: usize = 10_000,
         /// Longest a finished job stays in memory.
@@ -282,6 +289,7 @@ impl Validate for CoordinatorConfig {
         at_least("max-worker-capacity", self.max_worker_capacity.into(), 1)?;
         at_least("max-error-bytes", self.max_error_bytes as u64, 1)?;
         self.http_addr()?;
+        self.http_allowed_hosts()?;
         frame_size(self.max_frame_bytes)
     }
 }
@@ -299,5 +307,20 @@ impl CoordinatorConfig {
                 format!("{text:?} is not host:port (or empty to disable)"),
             )
         })
+    }
+
+    /// The `http-allowed-hosts` entries, each `host` or `host:port`.
+    pub fn http_allowed_hosts(&self) -> Result<Vec<Authority>, Invalid> {
+        self.http_allowed_hosts
+            .iter()
+            .map(|entry| {
+                entry.parse().map_err(|reason| {
+                    (
+                        "http-allowed-hosts".to_string(),
+                        format!("entry {entry:?} is not host or host:port: {reason}"),
+                    )
+                })
+            })
+            .collect()
     }
 }

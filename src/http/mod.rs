@@ -6,7 +6,9 @@
 
 pub mod api;
 pub mod auth;
+pub mod authority;
 pub mod bridge;
+pub mod browser_rules;
 pub mod dashboard;
 pub mod dto;
 pub mod error;
@@ -15,4 +17,5 @@ pub mod metrics;
 pub mod server;
 
 pub use bridge::CoordinatorLink;
+pub use browser_rules::ListenerHosts;
 pub use server::{app, serve};

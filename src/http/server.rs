@@ -3,7 +3,9 @@
 //! so it stops with it).
 
 use crate::http::auth::{require_token, AuthToken};
+use crate::http::authority::Authority;
 use crate::http::bridge::CoordinatorLink;
+use crate::http::browser_rules::{self, ListenerHosts};
 use crate::http::{api, dashboard, health, metrics};
 use crate::security::Secret;
 use actix_web::body::MessageBody;
@@ -48,11 +50,13 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/api/stats", web::get().to(api::stats));
 }
 
-/// The application: routes behind the token check. Also what tests mount
-/// with `actix_web::test::init_service`.
+/// The application: routes behind the browser rules (`browser_rules`, for
+/// the Host names in `hosts`) and then the token check. Also what tests
+/// mount with `actix_web::test::init_service`.
 pub fn app(
     link: CoordinatorLink,
     token: Option<Secret>,
+    hosts: ListenerHosts,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -65,6 +69,7 @@ pub fn app(
     App::new()
         .app_data(web::Data::new(link))
         .app_data(web::Data::new(AuthToken(token)))
+        .app_data(web::Data::new(hosts))
         .app_data(
             web::PathConfig::default().error_handler(|e, _| {
                 crate::http::error::ApiError::bad_request(e.to_string()).into()
@@ -76,18 +81,25 @@ pub fn app(
             }),
         )
         .wrap(from_fn(require_token))
+        .wrap(from_fn(browser_rules::enforce))
         .configure(routes)
         .default_service(web::to(api::no_route))
 }
 
-/// Serves `app` on an already-bound listener with one worker. Signals are
-/// left to the coordinator process, which stops the whole actix system.
+/// Serves `app` on an already-bound listener with one worker, answering
+/// to the listener's own addresses and the `allowed_hosts` names. Signals
+/// are left to the coordinator process, which stops the whole actix system.
 pub fn serve(
     listener: TcpListener,
     link: CoordinatorLink,
     token: Option<Secret>,
+    allowed_hosts: Vec<Authority>,
 ) -> std::io::Result<Server> {
-    let server = HttpServer::new(move || app(link.clone(), token.clone()))
+    let hosts = ListenerHosts {
+        bound: listener.local_addr()?,
+        allowed: allowed_hosts,
+    };
+    let server = HttpServer::new(move || app(link.clone(), token.clone(), hosts.clone()))
         .workers(1)
         .disable_signals()
         .shutdown_timeout(1)

@@ -56,25 +56,43 @@ impl Http {
         self.send("POST", path, Some(body.to_string().as_bytes()))
     }
 
-    /// Sends raw bytes as the body (for malformed-JSON tests).
+    /// Sends raw bytes as the body (for malformed-JSON tests), as
+    /// application/json when the method is POST.
     pub fn send(&self, method: &str, path: &str, body: Option<&[u8]>) -> Response {
+        let json: &[(&str, &str)] = if method == "POST" {
+            &[("Content-Type", "application/json")]
+        } else {
+            &[]
+        };
+        self.request(method, path, json, body.unwrap_or_default())
+    }
+
+    /// Sends exactly `headers` (plus `Host: ADDR` unless they name a Host,
+    /// `Connection: close`, the token if any and `Content-Length` for a
+    /// body or a POST): what a browser or a hostile page would send.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
         let mut stream = TcpStream::connect(self.addr).expect("connect to the HTTP listener");
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .expect("timeout");
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.addr
-        );
+        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            head.push_str(&format!("Host: {}\r\n", self.addr));
+        }
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
         if let Some(token) = &self.token {
             head.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
-        let body = body.unwrap_or_default();
-        if method == "POST" {
-            head.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                body.len()
-            ));
+        if method == "POST" || !body.is_empty() {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
         }
         head.push_str("\r\n");
         stream.write_all(head.as_bytes()).expect("write request");

@@ -11,8 +11,12 @@ const token = (() => {
 })();
 let selected = null;
 
+// Every request but a GET says Content-Type: application/json, body or
+// not: the coordinator refuses state changes without it (a cross-site page
+// cannot send that type without a CORS preflight, which it never grants).
 async function api(path, options = {}) {
   const headers = { "Accept": "application/json", ...(options.headers || {}) };
+  if ((options.method || "GET") !== "GET") headers["Content-Type"] = "application/json";
   if (token) headers["Authorization"] = "Bearer " + token;
   const response = await fetch(path, { ...options, headers });
   const body = await response.json().catch(() => ({}));
@@ -136,7 +140,7 @@ $("#submit-form").addEventListener("submit", async (event) => {
       payload: JSON.parse($("#submit-payload").value || "null"),
     };
     const answer = await api("/api/jobs", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+      method: "POST", body: JSON.stringify(body),
     });
     out.textContent = "submitted " + shortId(answer.job_id);
     refresh();
