@@ -149,8 +149,7 @@ impl SubmitRequest {
     }
 }
 
-/// The most jobs one `List` answers with (the HTTP API's largest page).
-pub const MAX_LIST_JOBS: u32 = 500;
+pub use crate::protocol::limits::MAX_LIST_JOBS;
 
 /// Requests a client may send after `Hello`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

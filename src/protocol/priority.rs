@@ -4,11 +4,13 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Base scheduling priority chosen at submission.
+/// Base scheduling priority chosen at submission. Read from its name (any
+/// case) through `FromStr`, so an unknown name is refused naming `priority`
+/// over TCP and HTTP alike.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum Priority {
     Low = 0,
     #[default]
@@ -49,8 +51,35 @@ impl FromStr for Priority {
             "normal" => Ok(Priority::Normal),
             "high" => Ok(Priority::High),
             _ => Err(format!(
-                "unknown priority {s:?} (expected high, normal or low)"
+                "priority: unknown level {s:?} (expected high, normal or low)"
             )),
         }
+    }
+}
+
+impl TryFrom<String> for Priority {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_reads_back_from_its_wire_name_and_an_unknown_name_is_named() {
+        for p in Priority::ALL {
+            let bytes = rmp_serde::to_vec_named(&p).expect("encode");
+            assert_eq!(rmp_serde::from_slice::<Priority>(&bytes).ok(), Some(p));
+            assert_eq!(Priority::from_level(i64::from(p.level())), Some(p));
+        }
+        let err = serde_json::from_str::<Priority>("\"urgent\"").expect_err("unknown");
+        assert!(
+            err.to_string().starts_with("priority: unknown level"),
+            "{err}"
+        );
+        assert_eq!(Priority::from_level(3), None);
     }
 }
