@@ -170,6 +170,20 @@ impl Range {
     }
 }
 
+/// Serde `deserialize_with` for `SubmitRequest::max_attempts`: a number
+/// too wide for a `u32` is refused naming the field and its range (serde's
+/// own error says only "expected u32"). In-`u32` values are checked later,
+/// by the submission's validation, so they are answered with `Rejected`.
+pub fn deserialize_max_attempts<'de, D>(d: D) -> Result<Option<u32>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let wide: Option<u64> = serde::Deserialize::deserialize(d)?;
+    wide.map(|v| u32::try_from(v).map_err(|_| MAX_ATTEMPTS_RANGE.outside(v)))
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +263,24 @@ mod tests {
             TIMEOUT_MS.check_json(&huge),
             Err(OutOfRange::Outside { .. })
         ));
+    }
+
+    #[test]
+    fn a_wire_max_attempts_wider_than_u32_is_refused_naming_the_field() {
+        #[derive(serde::Deserialize, Debug)]
+        struct Body {
+            #[serde(default, deserialize_with = "deserialize_max_attempts")]
+            max_attempts: Option<u32>,
+        }
+        let ok: Body = serde_json::from_str(r#"{"max_attempts": 101}"#).expect("u32");
+        assert_eq!(ok.max_attempts, Some(101));
+        let err = serde_json::from_str::<Body>(r#"{"max_attempts": 4294967296}"#)
+            .expect_err("wider than u32");
+        assert!(
+            err.to_string()
+                .starts_with("max_attempts: 4294967296 is outside 1..=100"),
+            "{err}"
+        );
     }
 
     #[test]

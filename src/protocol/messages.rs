@@ -120,7 +120,10 @@ pub struct SubmitRequest {
     #[serde(default)]
     pub priority: Priority,
     /// `None`: the coordinator's `default-max-attempts`.
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::protocol::limits::deserialize_max_attempts"
+    )]
     pub max_attempts: Option<u32>,
     /// `None`: the coordinator's `task-timeout-millis`.
     #[serde(default)]
