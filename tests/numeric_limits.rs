@@ -378,3 +378,25 @@ fn edge_values_read_back_identically_after_a_restart() {
     assert_eq!(after.attempts, 0);
     assert_eq!(after.state, JobState::Queued);
 }
+
+#[test]
+fn the_openapi_document_states_the_same_ranges_the_server_checks() {
+    use taskyard::protocol::limits::{DELAY_MS, LIST_LIMIT, MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
+    let openapi: Value = serde_json::from_str(taskyard::http::api::OPENAPI_JSON).expect("JSON");
+    let submit = &openapi["components"]["schemas"]["Submit"]["properties"];
+    for range in [MAX_ATTEMPTS_RANGE, TIMEOUT_MS, DELAY_MS] {
+        let schema = &submit[range.field];
+        assert_eq!(schema["type"], "integer", "{}", range.field);
+        assert_eq!(schema["minimum"], json!(range.min), "{}", range.field);
+        assert_eq!(schema["maximum"], json!(range.max), "{}", range.field);
+    }
+    let parameters = openapi["paths"]["/api/jobs"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters");
+    let limit = parameters
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .expect("limit parameter");
+    assert_eq!(limit["schema"]["minimum"], json!(LIST_LIMIT.min));
+    assert_eq!(limit["schema"]["maximum"], json!(LIST_LIMIT.max));
+}
