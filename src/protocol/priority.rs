@@ -4,9 +4,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Base scheduling priority chosen at submission. Read from its name (any
-/// case) through `FromStr`, so an unknown name is refused naming `priority`
-/// over TCP and HTTP alike.
+/// Base scheduling priority chosen at submission. Read from its lowercase
+/// name, so an unknown name is refused naming `priority` over TCP and HTTP
+/// alike.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
@@ -50,18 +50,25 @@ impl FromStr for Priority {
             "low" => Ok(Priority::Low),
             "normal" => Ok(Priority::Normal),
             "high" => Ok(Priority::High),
-            _ => Err(format!(
-                "priority: unknown level {s:?} (expected high, normal or low)"
-            )),
+            _ => Err(unknown_level(s)),
         }
     }
 }
 
+/// The wire (and JSON) form: exactly one of the three lowercase names, as
+/// the OpenAPI document lists them; only the CLI's `FromStr` ignores case.
 impl TryFrom<String> for Priority {
     type Error = String;
     fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
+        Priority::ALL
+            .into_iter()
+            .find(|p| p.to_string() == s)
+            .ok_or_else(|| unknown_level(&s))
     }
+}
+
+fn unknown_level(s: &str) -> String {
+    format!("priority: unknown level {s:?} (expected high, normal or low)")
 }
 
 #[cfg(test)]
