@@ -368,7 +368,13 @@ fn edge_values_read_back_identically_after_a_restart() {
     let coordinator = start_coordinator(config);
     let mut client = Client::connect(&coordinator.client_addr.to_string()).expect("connect");
     let after = common::jobs::status(&mut client, job);
+    let http = common::http::Http::new(coordinator.http_addr.expect("http listener on"));
+    let over_http = http.get(&format!("/api/jobs/{job}")).json();
     coordinator.stop();
+    assert_eq!(over_http["priority"], "high");
+    assert_eq!(over_http["max_attempts"], json!(MAX_ATTEMPTS));
+    assert_eq!(over_http["timeout_ms"], json!(MAX_TIMEOUT_MS));
+    assert_eq!(over_http["not_before"], json!(before.not_before));
     assert_eq!(after.priority, Priority::High);
     assert_eq!(after.max_attempts, MAX_ATTEMPTS);
     assert_eq!(after.timeout_ms, MAX_TIMEOUT_MS);

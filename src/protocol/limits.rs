@@ -70,9 +70,9 @@ pub enum OutOfRange {
         min: u64,
         max: u64,
     },
-    /// Not an integer at all: text, a fraction, a JSON string.
-    #[error("{field}: {value} is not a whole number in {min}..={max}")]
-    NotWhole {
+    /// Not an integer at all: text, a fraction, a JSON string or float.
+    #[error("{field}: {value} is not an integer in {min}..={max}")]
+    NotInteger {
         field: &'static str,
         value: String,
         min: u64,
@@ -114,7 +114,7 @@ impl Range {
             Err(_) if t.starts_with('-') && t[1..].bytes().all(|b| b.is_ascii_digit()) => {
                 Err(self.outside(t))
             }
-            Err(_) => Err(self.not_whole(format!("{t:?}"))),
+            Err(_) => Err(self.not_integer(format!("{t:?}"))),
         }
     }
 
@@ -125,13 +125,17 @@ impl Range {
             Value::Number(n) => match (n.as_u64(), n.as_i64()) {
                 (Some(v), _) => self.check(v),
                 (None, Some(negative)) => Err(self.outside(negative)),
-                // serde_json reads integers beyond u64 as floats.
-                (None, None) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                // serde_json reads integers beyond u64 as floats; 5.0 is
+                // a float within range, refused as not an integer.
+                (None, None)
+                    if n.as_f64()
+                        .is_some_and(|f| f.fract() == 0.0 && (f < 0.0 || f >= u64::MAX as f64)) =>
+                {
                     Err(self.outside(n))
                 }
-                (None, None) => Err(self.not_whole(n)),
+                (None, None) => Err(self.not_integer(n)),
             },
-            other => Err(self.not_whole(other)),
+            other => Err(self.not_integer(other)),
         }
     }
 
@@ -160,8 +164,8 @@ impl Range {
         }
     }
 
-    fn not_whole(self, value: impl ToString) -> OutOfRange {
-        OutOfRange::NotWhole {
+    fn not_integer(self, value: impl ToString) -> OutOfRange {
+        OutOfRange::NotInteger {
             field: self.field,
             value: value.to_string(),
             min: self.min,
@@ -234,7 +238,7 @@ mod tests {
         let err = TIMEOUT_MS.parse("soon").expect_err("a word");
         assert_eq!(
             err.to_string(),
-            format!("timeout_ms: \"soon\" is not a whole number in 1..={MAX_TIMEOUT_MS}")
+            format!("timeout_ms: \"soon\" is not an integer in 1..={MAX_TIMEOUT_MS}")
         );
     }
 
