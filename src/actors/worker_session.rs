@@ -9,6 +9,7 @@ use crate::actors::coordinator::{
 use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::SendToWorker;
 use crate::actors::session_io::{SessionIo, SessionPhase};
+use crate::protocol::limits;
 use crate::protocol::register::{cut_at_char_boundary, validate_register};
 use crate::protocol::{CoordinatorToWorker, ProtocolError, TaskOutcome, WorkerId, WorkerMessage};
 use crate::scheduler::SessionId;
@@ -146,6 +147,11 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                     message,
                 },
             ) => {
+                if let Err(refused) = limits::PROGRESS_PERCENT.check(percent.into()) {
+                    return self
+                        .io
+                        .close_with_error(format!("task progress refused: {refused}"));
+                }
                 // do_send: progress is small and rate-limited by the worker.
                 self.coordinator.do_send(WorkerTaskProgress {
                     session: self.id,

@@ -6,7 +6,7 @@ use crate::cli::time::format_millis;
 use crate::cli::{CliError, Context, Exit, ListArgs, RetryArgs, StatusArgs, SubmitArgs, WaitArgs};
 use crate::client::{CancelOutcome, Client, WaitOutcome};
 use crate::protocol::payloads::encode_json;
-use crate::protocol::{JobId, JobState, JobView, SubmitAnswer, SubmitRequest};
+use crate::protocol::{limits, JobId, JobState, JobView, SubmitAnswer, SubmitRequest};
 use std::time::Duration;
 
 /// How often `wait` asks for the job's status.
@@ -44,7 +44,7 @@ pub fn submit_request(args: &SubmitArgs, now: i64) -> Result<SubmitRequest, CliE
                 format_millis(at)
             )))
         }
-        (None, Some(at)) => Some((at - now) as u64),
+        (None, Some(at)) => Some(at_as_delay(at, now)?),
         (None, None) => None,
     };
     Ok(SubmitRequest {
@@ -56,6 +56,14 @@ pub fn submit_request(args: &SubmitArgs, now: i64) -> Result<SubmitRequest, CliE
         idempotency_key: args.idempotency_key.clone(),
         delay_ms,
     })
+}
+
+/// `--at` as a delay from `now`, within `limits::DELAY_MS`.
+fn at_as_delay(at: i64, now: i64) -> Result<u64, CliError> {
+    let delay = u64::try_from(at.saturating_sub(now)).unwrap_or(0);
+    limits::DELAY_MS
+        .check(delay)
+        .map_err(|e| CliError::BadArgument(format!("--at {}: {e}", format_millis(at))))
 }
 
 fn now_millis() -> i64 {

@@ -16,7 +16,7 @@ pub mod time;
 pub use exit::{CliError, Exit, EXIT_CODES, EXIT_CODES_HELP};
 
 use crate::client::{Client, ClientError, ClientOptions};
-use crate::protocol::{JobId, JobState, Priority};
+use crate::protocol::{limits, JobId, JobState, Priority};
 use crate::security::Secret;
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
@@ -106,26 +106,26 @@ pub struct SubmitArgs {
     #[arg(long, default_value = "normal")]
     pub priority: Priority,
     /// Attempts before the job FAILS (default: the coordinator's).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = limits::MAX_ATTEMPTS_RANGE.parser_u32())]
     pub max_attempts: Option<u32>,
     /// Per-attempt timeout in milliseconds (default: the coordinator's).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = limits::TIMEOUT_MS.parser())]
     pub timeout_ms: Option<u64>,
     /// Submitting again with the same key returns the first job's id
     /// instead of creating a second job (also after a coordinator restart).
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
-    /// Do not run before this long from now: 1500ms, 30s, 5m, 2h, 1d.
-    #[arg(long, value_name = "DURATION", value_parser = time::parse_duration, conflicts_with = "at")]
+    /// Do not run before this long from now: 1500ms, 30s, 5m, 2h, 1d (at most 366d).
+    #[arg(long, value_name = "DURATION", value_parser = parse_delay, conflicts_with = "at")]
     pub delay: Option<u64>,
-    /// Do not run before this time, e.g. 2026-12-03T10:00:00Z.
+    /// Do not run before this time, e.g. 2026-12-03T10:00:00Z (at most 366 days ahead).
     #[arg(long, value_name = "TIME", value_parser = time::parse_rfc3339)]
     pub at: Option<i64>,
     /// Wait for the job to finish, then report like `wait`.
     #[arg(long)]
     pub wait: bool,
     /// How long `--wait` waits.
-    #[arg(long, value_name = "S", default_value_t = 60)]
+    #[arg(long, value_name = "S", default_value_t = 60, value_parser = limits::WAIT_SECS.parser())]
     pub wait_timeout_secs: u64,
 }
 
@@ -142,7 +142,7 @@ pub struct WaitArgs {
     #[arg(value_name = "ID")]
     pub job_id: JobId,
     /// Give up (exit 4) after this many seconds.
-    #[arg(long, value_name = "S", default_value_t = 60)]
+    #[arg(long, value_name = "S", default_value_t = 60, value_parser = limits::WAIT_SECS.parser())]
     pub timeout_secs: u64,
 }
 
@@ -154,8 +154,8 @@ pub struct ListArgs {
     /// Only jobs of this task type.
     #[arg(long = "type", value_name = "TYPE")]
     pub task_type: Option<String>,
-    /// At most this many jobs.
-    #[arg(long, value_name = "N", default_value_t = 50)]
+    /// At most this many jobs (1 to 500).
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = limits::LIST_LIMIT.parser_u32())]
     pub limit: u32,
 }
 
@@ -229,6 +229,12 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Dev(args) => dev::run(args),
         Command::Bench(args) => bench::run(ctx, args),
     }
+}
+
+/// `--delay`: a duration within `limits::DELAY_MS`.
+fn parse_delay(text: &str) -> Result<u64, String> {
+    let millis = time::parse_duration(text)?;
+    limits::DELAY_MS.check(millis).map_err(|e| e.to_string())
 }
 
 fn parse_json(text: &str) -> Result<serde_json::Value, String> {
@@ -339,6 +345,92 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn numeric_flags_accept_their_maximum_and_refuse_one_more_naming_the_range() {
+        use limits::{MAX_ATTEMPTS, MAX_DELAY_MS, MAX_LIST_JOBS, MAX_TIMEOUT_MS, MAX_WAIT_SECS};
+        let id = JobId::mint().to_string();
+        let submit = |flag: &str, value: &str| {
+            parse(&["submit", "echo", "--payload", "{}", flag, value]).map(|_| ())
+        };
+        let list = |_: &str, value: &str| parse(&["list", "--limit", value]).map(|_| ());
+        let wait =
+            |_: &str, value: &str| parse(&["wait", &id, "--timeout-secs", value]).map(|_| ());
+        type Parse<'a> = &'a dyn Fn(&str, &str) -> Result<(), clap::Error>;
+        let cases: [(Parse, &str, String, String, &str); 6] = [
+            (
+                &submit,
+                "--max-attempts",
+                MAX_ATTEMPTS.to_string(),
+                (MAX_ATTEMPTS + 1).to_string(),
+                "max_attempts",
+            ),
+            (
+                &submit,
+                "--timeout-ms",
+                MAX_TIMEOUT_MS.to_string(),
+                u64::MAX.to_string(),
+                "timeout_ms",
+            ),
+            (
+                &submit,
+                "--delay",
+                format!("{MAX_DELAY_MS}ms"),
+                format!("{}ms", MAX_DELAY_MS + 1),
+                "delay_ms",
+            ),
+            (
+                &submit,
+                "--wait-timeout-secs",
+                MAX_WAIT_SECS.to_string(),
+                (MAX_WAIT_SECS + 1).to_string(),
+                "timeout_secs",
+            ),
+            (
+                &list,
+                "--limit",
+                MAX_LIST_JOBS.to_string(),
+                (MAX_LIST_JOBS + 1).to_string(),
+                "limit",
+            ),
+            (
+                &wait,
+                "--timeout-secs",
+                MAX_WAIT_SECS.to_string(),
+                (MAX_WAIT_SECS + 1).to_string(),
+                "timeout_secs",
+            ),
+        ];
+        for (parse_with, flag, max, over, field) in cases {
+            parse_with(flag, &max).unwrap_or_else(|e| panic!("{flag} {max}: {e}"));
+            let err = parse_with(flag, &over).expect_err(flag);
+            assert_eq!(err.exit_code(), i32::from(Exit::Usage.code()), "{flag}");
+            let text = err.to_string();
+            assert!(
+                text.contains(flag) && text.contains(&format!("{field}: ")),
+                "{text}"
+            );
+            assert!(text.contains("..="), "{text}");
+        }
+        let err = submit("--timeout-ms", "18446744073709551616").expect_err("beyond u64");
+        assert!(err.to_string().contains("outside 1..="), "{err}");
+    }
+
+    #[test]
+    fn at_further_than_the_longest_delay_is_a_bad_argument_naming_at() {
+        let now = 1_800_000_000_000;
+        let at = now + limits::MAX_DELAY_MS as i64;
+        let at_text = time::format_millis(at);
+        let args = submit_args(&["--at", &at_text]).expect("valid");
+        let req = commands::submit_request(&args, now).expect("the maximum");
+        assert_eq!(req.delay_ms, Some(limits::MAX_DELAY_MS));
+        let err = commands::submit_request(&args, now - 1).expect_err("one ms more");
+        assert_eq!(err.exit(), Exit::Usage);
+        assert!(
+            err.to_string().starts_with("--at ") && err.to_string().contains("delay_ms: "),
+            "{err}"
+        );
     }
 
     #[test]

@@ -55,7 +55,10 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
     let (&[year, month, day], &[hour, minute, second]) = (&ymd[..], &hms[..]) else {
         return Err(bad());
     };
-    let valid = (1..=12).contains(&month)
+    // RFC 3339 years have four digits; the bound also keeps the arithmetic
+    // below far from overflowing.
+    let valid = (0..=9999).contains(&year)
+        && (1..=12).contains(&month)
         && (1..=31).contains(&day)
         && hour < 24
         && minute < 60
@@ -97,6 +100,9 @@ fn split_offset(rest: &str) -> Option<(&str, i64)> {
     let sign = if offset.starts_with('-') { -1 } else { 1 };
     let hm = numbers(&offset[1..], ':')?;
     let [h, m] = hm[..] else { return None };
+    if h > 23 || m > 59 {
+        return None;
+    }
     Some((clock, sign * (h * 3600 + m * 60) * 1000))
 }
 
@@ -178,6 +184,20 @@ mod tests {
         ] {
             assert!(parse_rfc3339(good).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn years_beyond_four_digits_and_offsets_beyond_a_day_are_refused_without_overflow() {
+        for bad in [
+            "99999999999-01-01T00:00:00Z",
+            "10000-01-01T00:00:00Z",
+            "2027-01-01T00:00:00+99999999999999:00",
+            "2027-01-01T00:00:00+24:00",
+            "2027-01-01T00:00:00-01:60",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad}");
+        }
+        assert!(parse_rfc3339("9999-12-31T23:59:59.999-23:59").is_ok());
     }
 
     #[test]

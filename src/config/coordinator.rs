@@ -2,10 +2,11 @@
 //! unusable or insecure configuration before anything is opened.
 
 use crate::config::{
-    at_least, frame_size, secret, ConfigOptions, Invalid, LogFormat, LogLevel, Synchronous,
+    at_least, frame_size, secret, within, ConfigOptions, Invalid, LogFormat, LogLevel, Synchronous,
     Validate,
 };
 use crate::http::authority::Authority;
+use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
 use crate::security::Secret;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -230,7 +231,7 @@ impl Validate for CoordinatorConfig {
             self.heartbeat_timeout_millis,
             10,
         )?;
-        at_least("task-timeout-millis", self.task_timeout_millis, 1)?;
+        within("task-timeout-millis", self.task_timeout_millis, TIMEOUT_MS)?;
         at_least("shutdown-timeout-millis", self.shutdown_timeout_millis, 1)?;
         at_least("aging-step-millis", self.aging_step_millis, 1)?;
         at_least("max-active-jobs", self.max_active_jobs, 1)?;
@@ -240,7 +241,11 @@ impl Validate for CoordinatorConfig {
             self.retry_cap_millis,
             self.retry_base_millis,
         )?;
-        at_least("default-max-attempts", self.default_max_attempts.into(), 1)?;
+        within(
+            "default-max-attempts",
+            self.default_max_attempts.into(),
+            MAX_ATTEMPTS_RANGE,
+        )?;
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
         at_least("max-connections", self.max_connections as u64, 1)?;
         at_least("history-readers", self.history_readers as u64, 1)?;

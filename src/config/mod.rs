@@ -157,6 +157,19 @@ pub(super) fn at_least(key: &str, value: u64, min: u64) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// `value` must lie in the range a submission could ask for itself (a
+/// default outside it would make every submission that relies on it fail).
+pub(super) fn within(
+    key: &str,
+    value: u64,
+    range: crate::protocol::limits::Range,
+) -> Result<(), Invalid> {
+    range
+        .check(value)
+        .map(|_| ())
+        .map_err(|e| (key.to_string(), e.to_string()))
+}
+
 pub(super) fn frame_size(value: usize) -> Result<(), Invalid> {
     if !(1024..=64 * 1024 * 1024).contains(&value) {
         return Err((
@@ -342,6 +355,32 @@ mod tests {
         let err = load::<CoordinatorOptions>(None, flags).expect_err("cap below base");
         assert_eq!(err.key.as_deref(), Some("retry-cap-millis"));
         assert_eq!(err.source_name, "command line");
+    }
+
+    #[test]
+    fn submission_defaults_must_be_values_a_submission_could_ask_for() {
+        use crate::protocol::limits::{MAX_ATTEMPTS, MAX_TIMEOUT_MS};
+        let at_max = format!(
+            "task-timeout-millis = {MAX_TIMEOUT_MS}\ndefault-max-attempts = {MAX_ATTEMPTS}\n"
+        );
+        let f = file_with(&at_max);
+        load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect("the maximum");
+        for (key, text) in [
+            (
+                "task-timeout-millis",
+                format!("task-timeout-millis = {}", MAX_TIMEOUT_MS + 1),
+            ),
+            (
+                "default-max-attempts",
+                format!("default-max-attempts = {}", MAX_ATTEMPTS + 1),
+            ),
+        ] {
+            let f = file_with(&text);
+            let err = load::<CoordinatorOptions>(Some(f.path()), Default::default())
+                .expect_err("one beyond");
+            assert_eq!(err.key.as_deref(), Some(key));
+            assert!(err.reason.contains("is outside 1..="), "{err}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use crate::actors::outbox::QueryResult;
 use crate::http::bridge::{CoordinatorLink, ANSWER_TIMEOUT};
 use crate::http::dto::{counts_object, stats_json, ApiJob, ApiJobPage, ApiWorker, SubmitBody};
 use crate::http::error::ApiError;
+use crate::protocol::limits;
 use crate::protocol::{ClientRequest, ClientResponse, JobId, JobState, SubmitAnswer};
 use crate::scheduler::{PageCursor, StatsSnapshot};
 use actix_web::http::StatusCode;
@@ -30,7 +31,8 @@ pub struct ListParams {
     state: Option<String>,
     #[serde(rename = "type")]
     task_type: Option<String>,
-    limit: Option<usize>,
+    /// Text, checked by `limits::LIST_LIMIT` so any refusal names the range.
+    limit: Option<String>,
     cursor: Option<String>,
 }
 
@@ -42,12 +44,12 @@ pub async fn list_jobs(link: Link, params: web::Query<ListParams>) -> ApiResult 
         .map(|s| s.parse::<JobState>())
         .transpose()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let limit = p.limit.unwrap_or(DEFAULT_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::bad_request(format!(
-            "limit: {limit} is outside 1..={MAX_PAGE}"
-        )));
-    }
+    let limit = match p.limit.as_deref().filter(|l| !l.is_empty()) {
+        Some(text) => limits::LIST_LIMIT
+            .parse(text)
+            .map_err(|e| ApiError::bad_request(e.to_string()))? as usize,
+        None => DEFAULT_PAGE,
+    };
     let cursor = p
         .cursor
         .filter(|c| !c.is_empty())
@@ -87,7 +89,10 @@ pub async fn cancel_job(link: Link, id: web::Path<String>) -> ApiResult {
 pub async fn submit_job(link: Link, body: web::Bytes) -> ApiResult {
     let body: SubmitBody =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
-    let request = ClientRequest::Submit(body.into_request());
+    let request = body
+        .into_request()
+        .map_err(|e| invalid_submission(e.to_string()))?;
+    let request = ClientRequest::Submit(request);
     match link.request(request).await? {
         ClientResponse::Submitted(SubmitAnswer::Accepted { job_id, no_worker }) => {
             Ok(HttpResponse::Created().json(json!({ "job_id": job_id, "no_worker": no_worker })))
@@ -101,11 +106,7 @@ pub async fn submit_job(link: Link, body: web::Bytes) -> ApiResult {
                 r.reason,
             ))
         }
-        ClientResponse::Submitted(SubmitAnswer::Rejected(r)) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_submission",
-            r.reason,
-        )),
+        ClientResponse::Submitted(SubmitAnswer::Rejected(r)) => Err(invalid_submission(r.reason)),
         other => Err(ApiError::unexpected(other)),
     }
 }
@@ -140,6 +141,15 @@ pub async fn fetch_stats(link: &CoordinatorLink) -> Result<StatsSnapshot, ApiErr
         QueryResult::Stats(snapshot) => Ok(*snapshot),
         _ => Err(ApiError::unexpected("not stats")),
     }
+}
+
+/// 422: the submission names a value no job may have.
+fn invalid_submission(reason: String) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_submission",
+        reason,
+    )
 }
 
 fn parse_id(text: &str) -> Result<JobId, ApiError> {

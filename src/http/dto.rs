@@ -2,6 +2,7 @@
 //! coordinator's views. Payloads and results travel as MessagePack inside
 //! taskyard; here they are JSON values.
 
+use crate::protocol::limits::{self, OutOfRange};
 use crate::protocol::payloads::{decode_value, encode_json};
 use crate::protocol::{
     Attempt, JobId, JobState, JobView, Priority, Progress, SubmitRequest, WorkerId, WorkerView,
@@ -81,7 +82,11 @@ pub struct ApiJobPage {
     pub counts: Map<String, Value>,
 }
 
-/// `POST /api/jobs` body; the same fields, limits and defaults as a TCP submission.
+/// `POST /api/jobs` body; the same fields, limits and defaults as a TCP
+/// submission. The numbers are read as any JSON value and checked against
+/// `protocol::limits`, so a negative, fractional, too large or quoted number
+/// is refused naming its field and range (serde's own error would name
+/// neither).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBody {
@@ -91,26 +96,33 @@ pub struct SubmitBody {
     #[serde(default)]
     pub priority: Option<Priority>,
     #[serde(default)]
-    pub max_attempts: Option<u32>,
+    pub max_attempts: Option<Value>,
     #[serde(default)]
-    pub timeout_ms: Option<u64>,
+    pub timeout_ms: Option<Value>,
     #[serde(default)]
-    pub delay_ms: Option<u64>,
+    pub delay_ms: Option<Value>,
     #[serde(default)]
     pub idempotency_key: Option<String>,
 }
 
 impl SubmitBody {
-    pub fn into_request(self) -> SubmitRequest {
-        SubmitRequest {
+    /// The wire submission, or the first number outside its range.
+    pub fn into_request(self) -> Result<SubmitRequest, OutOfRange> {
+        let number = |value: &Option<Value>, range: limits::Range| {
+            value.as_ref().map(|v| range.check_json(v)).transpose()
+        };
+        let max_attempts = number(&self.max_attempts, limits::MAX_ATTEMPTS_RANGE)?
+            .map(|n| limits::MAX_ATTEMPTS_RANGE.check_u32(n))
+            .transpose()?;
+        Ok(SubmitRequest {
+            max_attempts,
+            timeout_ms: number(&self.timeout_ms, limits::TIMEOUT_MS)?,
+            delay_ms: number(&self.delay_ms, limits::DELAY_MS)?,
             task_type: self.task_type,
             payload: encode_json(&self.payload),
             priority: self.priority.unwrap_or_default(),
-            max_attempts: self.max_attempts,
-            timeout_ms: self.timeout_ms,
             idempotency_key: self.idempotency_key,
-            delay_ms: self.delay_ms,
-        }
+        })
     }
 }
 

@@ -120,7 +120,10 @@ pub struct SubmitRequest {
     #[serde(default)]
     pub priority: Priority,
     /// `None`: the coordinator's `default-max-attempts`.
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::protocol::limits::deserialize_max_attempts"
+    )]
     pub max_attempts: Option<u32>,
     /// `None`: the coordinator's `task-timeout-millis`.
     #[serde(default)]
@@ -149,8 +152,7 @@ impl SubmitRequest {
     }
 }
 
-/// The most jobs one `List` answers with (the HTTP API's largest page).
-pub const MAX_LIST_JOBS: u32 = 500;
+pub use crate::protocol::limits::MAX_LIST_JOBS;
 
 /// The most jobs one `RequeueFailed` requeues; a client sends it again for
 /// the rest (the client library does).

@@ -6,6 +6,7 @@ pub mod frame;
 pub mod hello;
 pub mod ids;
 pub mod job_state;
+pub mod limits;
 pub mod messages;
 pub mod payloads;
 pub mod priority;

@@ -4,11 +4,13 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Base scheduling priority chosen at submission.
+/// Base scheduling priority chosen at submission. Read from its lowercase
+/// name, so an unknown name is refused naming `priority` over TCP and HTTP
+/// alike.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum Priority {
     Low = 0,
     #[default]
@@ -48,9 +50,43 @@ impl FromStr for Priority {
             "low" => Ok(Priority::Low),
             "normal" => Ok(Priority::Normal),
             "high" => Ok(Priority::High),
-            _ => Err(format!(
-                "unknown priority {s:?} (expected high, normal or low)"
-            )),
+            _ => Err(unknown_level(s)),
         }
+    }
+}
+
+/// The wire (and JSON) form: exactly one of the three lowercase names, as
+/// the OpenAPI document lists them; only the CLI's `FromStr` ignores case.
+impl TryFrom<String> for Priority {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        Priority::ALL
+            .into_iter()
+            .find(|p| p.to_string() == s)
+            .ok_or_else(|| unknown_level(&s))
+    }
+}
+
+fn unknown_level(s: &str) -> String {
+    format!("priority: unknown level {s:?} (expected high, normal or low)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_reads_back_from_its_wire_name_and_an_unknown_name_is_named() {
+        for p in Priority::ALL {
+            let bytes = rmp_serde::to_vec_named(&p).expect("encode");
+            assert_eq!(rmp_serde::from_slice::<Priority>(&bytes).ok(), Some(p));
+            assert_eq!(Priority::from_level(i64::from(p.level())), Some(p));
+        }
+        let err = serde_json::from_str::<Priority>("\"urgent\"").expect_err("unknown");
+        assert!(
+            err.to_string().starts_with("priority: unknown level"),
+            "{err}"
+        );
+        assert_eq!(Priority::from_level(3), None);
     }
 }

@@ -2,21 +2,19 @@
 //! validated, and admission under `max-active-jobs`. A rejected
 //! submission changes nothing; an accepted one is a new QUEUED job.
 
-use crate::protocol::payloads;
+use crate::protocol::{limits, payloads};
 use crate::protocol::{JobId, JobState, SubmitAnswer, SubmitRejected, SubmitRequest};
 use crate::scheduler::job::Job;
 use crate::scheduler::state::CoordinatorState;
 use slog::debug;
 
-/// Largest attempt budget a submission may ask for.
-pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
+/// The submission limits, re-exported from the one place that defines
+/// every numeric range (`protocol::limits`).
+pub use crate::protocol::limits::{
+    MAX_ATTEMPTS as MAX_ATTEMPTS_LIMIT, MAX_DELAY_MS, MAX_TIMEOUT_MS,
+};
 /// Longest accepted idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
-/// Furthest a submission may be delayed: one year.
-pub const MAX_DELAY_MS: u64 = 366 * 24 * 60 * 60 * 1000;
-/// Longest per-attempt timeout, a year: stored as a signed 64-bit number,
-/// so anything accepted reads back unchanged after a restart.
-pub const MAX_TIMEOUT_MS: u64 = 366 * 24 * 60 * 60 * 1000;
 
 impl CoordinatorState {
     /// Admits a job if it is valid and below `max-active-jobs`. A rejected
@@ -114,21 +112,17 @@ impl CoordinatorState {
         }
         payloads::validate(&req.task_type, &req.payload).map_err(|e| e.to_string())?;
         let max_attempts = req.max_attempts.unwrap_or(self.policy.default_max_attempts);
-        if !(1..=MAX_ATTEMPTS_LIMIT).contains(&max_attempts) {
-            return Err(format!(
-                "max_attempts: {max_attempts} is outside 1..={MAX_ATTEMPTS_LIMIT}"
-            ));
-        }
+        let max_attempts = limits::MAX_ATTEMPTS_RANGE
+            .check_u32(max_attempts.into())
+            .map_err(|e| e.to_string())?;
         let timeout_ms = req.timeout_ms.unwrap_or(self.policy.default_timeout_ms);
-        if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
-            return Err(format!(
-                "timeout_ms: {timeout_ms} is outside 1..={MAX_TIMEOUT_MS} (a year)"
-            ));
-        }
-        if req.delay_ms.is_some_and(|d| d > MAX_DELAY_MS) {
-            return Err(format!(
-                "delay_ms: more than {MAX_DELAY_MS} ms (a year) ahead"
-            ));
+        let timeout_ms = limits::TIMEOUT_MS
+            .check(timeout_ms)
+            .map_err(|e| e.to_string())?;
+        if let Some(delay_ms) = req.delay_ms {
+            limits::DELAY_MS
+                .check(delay_ms)
+                .map_err(|e| e.to_string())?;
         }
         match &req.idempotency_key {
             Some(key) if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_BYTES => Err(format!(
