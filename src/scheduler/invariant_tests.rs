@@ -8,6 +8,7 @@
 
 use super::tests::{echo, stored_rows, w};
 use super::*;
+use crate::clock::Now;
 use crate::protocol::*;
 use crate::scheduler::hash_map::HashMap;
 use proptest::prelude::*;
@@ -205,7 +206,7 @@ impl Harness {
         let now = self.now;
         match event {
             Event::Submit { .. } => self.submit(event),
-            Event::Schedule => self.state.schedule(now),
+            Event::Schedule => self.state.schedule(Now::both(now)),
             Event::Register {
                 worker,
                 capacity,
@@ -220,14 +221,15 @@ impl Harness {
                     .collect();
                 let name = w(WORKERS[*worker]);
                 self.state
-                    .register_worker(name, session, *capacity, types, now);
+                    .register_worker(name, session, *capacity, types, Now::both(now));
             }
             Event::Heartbeat {
                 worker,
                 replaced_session,
             } => {
                 let session = self.session(*worker, *replaced_session);
-                self.state.heartbeat(&w(WORKERS[*worker]), session, now);
+                self.state
+                    .heartbeat(&w(WORKERS[*worker]), session, Now::both(now));
             }
             Event::Result { job, reported } => self.report(job, *reported)?,
             Event::StaleResult { job, forged } => self.report_stale(job, *forged)?,
@@ -238,24 +240,24 @@ impl Harness {
                 let session = self.session(*worker, *replaced_session);
                 let name = w(WORKERS[*worker]);
                 self.state
-                    .worker_lost(&name, session, "connection closed", now);
+                    .worker_lost(&name, session, "connection closed", Now::both(now));
             }
             Event::WorkerDraining { worker } => {
                 self.state.worker_draining(&w(WORKERS[*worker]));
             }
             Event::Cancel { job } => {
                 if let Some(id) = self.pick(job) {
-                    let _ = self.state.cancel(id, now);
+                    let _ = self.state.cancel(id, Now::both(now));
                 }
             }
             Event::Requeue { job } => self.requeue(job)?,
             Event::RequeueFailed { task } => {
                 let task_type = task.map(|t| TASK_TYPES[t]);
-                self.state.requeue_failed(task_type, now);
+                self.state.requeue_failed(task_type, Now::both(now));
             }
             Event::Sweep { advance_ms } => {
                 self.now += advance_ms;
-                self.state.sweep(self.now);
+                self.state.sweep(Now::both(self.now));
             }
             Event::TakeDirty => self.take_dirty()?,
             Event::Evict => self.evict()?,
@@ -284,7 +286,7 @@ impl Harness {
             idempotency_key: idempotency_key.map(|k| format!("key-{k}")),
             ..echo("m")
         };
-        if let SubmitAnswer::Accepted { job_id, .. } = self.state.submit(req, self.now) {
+        if let SubmitAnswer::Accepted { job_id, .. } = self.state.submit(req, Now::both(self.now)) {
             if !self.jobs.contains(&job_id) {
                 self.jobs.push(job_id);
             }
@@ -313,7 +315,7 @@ impl Harness {
         };
         let applied = self
             .state
-            .task_result(&worker, id, lease, outcome, self.now);
+            .task_result(&worker, id, lease, outcome, Now::both(self.now));
         prop_assert_eq!(
             applied.is_ok(),
             current,
@@ -352,7 +354,7 @@ impl Harness {
         let outcome = TaskOutcome::Succeeded(b"late".to_vec());
         let dropped = self
             .state
-            .task_result(&worker, id, lease, outcome, self.now);
+            .task_result(&worker, id, lease, outcome, Now::both(self.now));
         prop_assert!(dropped.is_err(), "a stale result is dropped");
         prop_assert_eq!(self.state.job(id).cloned(), before, "and changes nothing");
         Ok(())
@@ -368,10 +370,10 @@ impl Harness {
             let stored = self.stored.get(&id).cloned();
             prop_assert!(stored.is_some(), "evicted job {} was never stored", id);
             if let Some(job) = stored {
-                self.state.restore(job, self.now);
+                self.state.restore(job, Now::both(self.now));
             }
         }
-        let _ = self.state.requeue(id, self.now);
+        let _ = self.state.requeue(id, Now::both(self.now));
         Ok(())
     }
 
@@ -383,7 +385,7 @@ impl Harness {
             .iter()
             .filter_map(|id| self.state.job(*id).cloned())
             .collect();
-        self.state.evict_finished(self.now, self.durable);
+        self.state.evict_finished(Now::both(self.now), self.durable);
         for job in before.iter().filter(|j| !self.state.holds(j.id)) {
             prop_assert!(
                 job.state.is_terminal(),
@@ -444,7 +446,7 @@ impl Harness {
         // The restart stands for a clean stop: every row is committed.
         self.stored = rows.iter().map(|job| (job.id, job.clone())).collect();
         self.state = state();
-        let summary = self.state.recover(rows, self.now);
+        let summary = self.state.recover(rows, Now::both(self.now));
         prop_assert_eq!(summary.loaded, self.jobs.len());
         self.replaced = self.sessions;
         self.sessions = [None; WORKERS.len()];

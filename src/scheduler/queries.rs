@@ -1,6 +1,7 @@
 //! Read-only views of the coordinator's state: job and worker snapshots,
 //! pages of jobs, and the invariant check tests run after every step.
 
+use crate::clock::Now;
 use crate::protocol::{JobId, JobList, JobState, JobView, WorkerId, WorkerView};
 use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::Job;
@@ -9,13 +10,13 @@ use crate::scheduler::workers::SessionId;
 
 impl CoordinatorState {
     /// The job as a client sees it at `now`.
-    pub fn status(&self, id: JobId, now: i64) -> Option<JobView> {
+    pub fn status(&self, id: JobId, now: Now) -> Option<JobView> {
         self.jobs.get(&id).map(|job| self.view(job, now))
     }
 
     /// Up to `limit` jobs as seen at `now`, newest submission first,
     /// optionally of one state.
-    pub fn list(&self, state: Option<JobState>, limit: usize, now: i64) -> Vec<JobView> {
+    pub fn list(&self, state: Option<JobState>, limit: usize, now: Now) -> Vec<JobView> {
         self.list_page(state, None, limit, now).jobs
     }
 
@@ -26,7 +27,7 @@ impl CoordinatorState {
         state: Option<JobState>,
         task_type: Option<&str>,
         limit: usize,
-        now: i64,
+        now: Now,
     ) -> JobList {
         let jobs = self
             .by_sequence
@@ -46,9 +47,9 @@ impl CoordinatorState {
 
     /// The job as a client sees it at `now`, whether held in memory or
     /// read back from the database.
-    pub fn view(&self, job: &Job, now: i64) -> JobView {
+    pub fn view(&self, job: &Job, now: Now) -> JobView {
         let no_worker = !self.workers.advertised(&job.task_type);
-        job.view(no_worker, now, self.policy.aging_step_ms)
+        job.view(no_worker, now.wall_ms, self.policy.aging_step_ms)
     }
 
     /// True when `worker` is registered through exactly `session`.

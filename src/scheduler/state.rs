@@ -3,6 +3,7 @@
 //! time comes in as `now` (unix milliseconds). Outbound effects and the rows
 //! to persist are collected and taken by the caller after each step.
 
+use crate::clock::Now;
 use crate::protocol::{CoordinatorToWorker, JobId, JobState};
 use crate::scheduler::counts::StateCounts;
 use crate::scheduler::dirty::DirtyRows;
@@ -161,7 +162,7 @@ impl CoordinatorState {
     /// Adds a job in whatever state it is in to every index that state
     /// needs. The counts per state are the caller's: a new submission adds
     /// one, recovery sets them from the stored counts.
-    pub(super) fn insert(&mut self, job: Job, now: i64) {
+    pub(super) fn insert(&mut self, job: Job, now: Now) {
         if let Some(key) = &job.idempotency_key {
             self.idempotency.insert(key.clone(), job.id);
         }
@@ -174,9 +175,9 @@ impl CoordinatorState {
     /// Adds the job to the queue or timer index its state calls for: a
     /// QUEUED job waits in `delayed` until its `not_before`, then in the
     /// ready queues.
-    pub(super) fn index(&mut self, job: &Job, now: i64) {
+    pub(super) fn index(&mut self, job: &Job, now: Now) {
         match job.state {
-            JobState::Queued => match job.not_before.filter(|t| *t > now) {
+            JobState::Queued => match job.not_before.filter(|t| *t > now.wall_ms) {
                 Some(t) => {
                     self.delayed.insert((t, job.id));
                 }
@@ -232,7 +233,7 @@ impl CoordinatorState {
         &mut self,
         id: JobId,
         to: JobState,
-        now: i64,
+        now: Now,
         update: impl FnOnce(&mut Job),
     ) -> Result<(), TransitionRefused> {
         let Some(from) = self.jobs.get(&id).map(|j| j.state) else {
@@ -249,19 +250,19 @@ impl CoordinatorState {
         };
         let attempts_from = job.history.len().saturating_sub(1);
         job.state = to;
-        job.updated_at = now;
+        job.updated_at = now.wall_ms;
         update(&mut job);
         self.state_counts.moved(&job.task_type, from, to);
         if to.is_terminal() {
-            job.finished_at = Some(now);
+            job.finished_at = Some(now.wall_ms);
             self.active_jobs -= 1;
-            self.finished.finished(id, now);
+            self.finished.finished(id, now.wall_ms);
         } else if from.is_terminal() {
             // A requeue: the job counts against admission again.
             self.active_jobs += 1;
             self.finished.forget(id);
         }
-        self.metrics.record_transition(&job, from, now);
+        self.metrics.record_transition(&job, from, now.wall_ms);
         self.index(&job, now);
         self.jobs.insert(id, job);
         self.mark_dirty_from(id, attempts_from);
