@@ -28,9 +28,9 @@ impl CoordinatorState {
         task_types: Vec<String>,
         now: Now,
     ) {
-        let previous =
-            self.workers
-                .register(worker.clone(), session, capacity, task_types, now.wall_ms);
+        let previous = self
+            .workers
+            .register(worker.clone(), session, capacity, task_types, now);
         if let Some(old) = previous {
             warn!(self.log, "worker re-registered; closing its old session"; "worker" => %worker);
             self.effects.push(Effect::CloseWorker {
@@ -56,7 +56,7 @@ impl CoordinatorState {
     /// Records a heartbeat from the worker's current session.
     pub fn heartbeat(&mut self, worker: &WorkerId, session: SessionId, now: Now) {
         if self.workers.is_current(worker, session) {
-            self.workers.heartbeat(worker, now.wall_ms);
+            self.workers.heartbeat(worker, now.mono_ms);
         }
     }
 
@@ -104,7 +104,7 @@ impl CoordinatorState {
             self.metrics.stale_results += 1;
             // Rate-limited: a peer repeating stale results cannot flood the
             // log; the metric counts every one.
-            if let Some(suppressed) = self.stale_warnings.admit(now.wall_ms) {
+            if let Some(suppressed) = self.stale_warnings.admit(now.mono_ms) {
                 warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
                       "worker" => %worker, "reason" => &reason,
                       "suppressed_since_last" => suppressed);

@@ -159,7 +159,7 @@ impl CoordinatorState {
             queues,
             delayed: self.delayed.len() as u64,
             throughput: self.metrics.throughput.per_second(now.wall_ms),
-            workers: self.worker_views(),
+            workers: self.worker_views(now),
             metrics: self.metrics.clone(),
         }
     }

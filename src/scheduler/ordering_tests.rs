@@ -52,7 +52,7 @@ fn submit(s: &mut CoordinatorState, task_type: &str, priority: Priority, now: i6
 }
 
 fn worker(s: &mut CoordinatorState, name: &str, capacity: u32, types: &[&str], now: i64) {
-    let session = SessionId(s.worker_views().len() as u64 + 1);
+    let session = SessionId(s.worker_views(Now::both(0)).len() as u64 + 1);
     let types = types.iter().map(|t| t.to_string()).collect();
     s.register_worker(
         WorkerId(name.into()),

@@ -47,9 +47,20 @@ impl CoordinatorState {
 
     /// The job as a client sees it at `now`, whether held in memory or
     /// read back from the database.
+    /// A pending retry or delay is shown as a wall time: `now`'s wall
+    /// clock plus what remains of its (monotonic) timer, so it stays right
+    /// after the wall clock was stepped.
     pub fn view(&self, job: &Job, now: Now) -> JobView {
         let no_worker = !self.workers.advertised(&job.task_type);
-        job.view(no_worker, now.wall_ms, self.policy.aging_step_ms)
+        let mut view = job.view(no_worker, now.wall_ms, self.policy.aging_step_ms);
+        if let Some(&at) = self.timers.get(&job.id) {
+            match job.state {
+                JobState::RetryWait => view.next_retry_at = Some(now.wall_at(at)),
+                JobState::Queued => view.not_before = Some(now.wall_at(at)),
+                _ => {}
+            }
+        }
+        view
     }
 
     /// True when `worker` is registered through exactly `session`.
@@ -61,8 +72,10 @@ impl CoordinatorState {
         self.workers.is_current(worker, session)
     }
 
-    pub fn worker_views(&self) -> Vec<WorkerView> {
-        self.workers.views()
+    /// Every registered worker as seen at `now`: its last heartbeat is
+    /// shown as a wall time, `now`'s wall clock less the heartbeat's age.
+    pub fn worker_views(&self, now: Now) -> Vec<WorkerView> {
+        self.workers.views(now)
     }
 
     /// Jobs per state (non-zero only), of one task type or all: counters
@@ -135,10 +148,30 @@ impl CoordinatorState {
                 self.deadlines.len()
             ));
         }
+        self.check_timers()?;
         self.check_running_sets()?;
         self.workers.check_invariants()?;
         self.check_listing_index()?;
         self.dirty.check_invariants()
+    }
+
+    /// `timers` holds exactly one instant per entry of the three timer
+    /// indexes, the one that entry is filed under.
+    fn check_timers(&self) -> Result<(), String> {
+        let entries = [&self.deadlines, &self.retries, &self.delayed];
+        let filed: usize = entries.iter().map(|index| index.len()).sum();
+        if filed != self.timers.len() {
+            return Err(format!(
+                "{filed} timer entries, {} timers",
+                self.timers.len()
+            ));
+        }
+        for (id, at) in &self.timers {
+            if !entries.iter().any(|index| index.contains(&(*at, *id))) {
+                return Err(format!("job {id}'s timer at {at} is in no timer index"));
+            }
+        }
+        Ok(())
     }
 
     /// Worker → job: every job in a worker's running set is a RUNNING job

@@ -74,9 +74,13 @@ impl CoordinatorState {
         // of a level is then its highest effective level). A wall clock that
         // steps back must not break that, so submission time never decreases.
         let submitted_at = now.wall_ms.max(self.latest_submission);
-        let not_before = req
-            .delay_ms
-            .map(|d| submitted_at.saturating_add(i64::try_from(d).unwrap_or(i64::MAX)));
+        // The delay counts from now on the wall clock it is shown on, not
+        // from a submission time held up by a clock that stepped back; it
+        // runs on the monotonic clock (see `CoordinatorState::index`).
+        let not_before = req.delay_ms.map(|d| {
+            now.wall_ms
+                .saturating_add(i64::try_from(d).unwrap_or(i64::MAX))
+        });
         Ok(Job {
             id: JobId::mint(),
             task_type: req.task_type,

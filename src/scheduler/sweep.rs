@@ -1,5 +1,7 @@
 //! The periodic sweep: what happens to jobs as time passes. Dead workers,
 //! expired deadlines, due retries and due delayed jobs, then scheduling.
+//! Every one is measured on the monotonic clock (`Now::mono_ms`), so a
+//! wall-clock step neither brings them forward nor holds them back.
 
 use crate::clock::Now;
 use crate::protocol::{AttemptOutcome, JobId, JobState};
@@ -21,7 +23,7 @@ impl CoordinatorState {
         let timeout = i64::try_from(self.policy.heartbeat_timeout_ms).unwrap_or(i64::MAX);
         for (worker, session) in self
             .workers
-            .silent_since(now.wall_ms.saturating_sub(timeout))
+            .silent_since(now.mono_ms.saturating_sub(timeout))
         {
             let reason = format!("no heartbeat for {timeout} ms");
             self.effects.push(Effect::CloseWorker {
@@ -39,7 +41,7 @@ impl CoordinatorState {
     /// deadline is put back for the next sweep.
     fn detect_expired_deadlines(&mut self, now: Now) {
         let mut refused = Vec::new();
-        while let Some((deadline, job_id)) = pop_due(&mut self.deadlines, |d| d < now.wall_ms) {
+        while let Some((deadline, job_id)) = pop_due(&mut self.deadlines, |d| d < now.mono_ms) {
             let attempt = self.current_attempt(job_id);
             let timeout_ms = self.jobs.get(&job_id).map_or(0, |j| j.timeout_ms);
             match self.fail_attempt(job_id, AttemptOutcome::TimedOut { timeout_ms }, now) {
@@ -55,7 +57,8 @@ impl CoordinatorState {
 
     /// Moves delayed QUEUED jobs whose time has come into the ready queues.
     fn release_due_delays(&mut self, now: Now) {
-        while let Some((_, job_id)) = pop_due(&mut self.delayed, |due| due <= now.wall_ms) {
+        while let Some((_, job_id)) = pop_due(&mut self.delayed, |due| due <= now.mono_ms) {
+            self.timers.remove(&job_id);
             if let Some(job) = self.jobs.get(&job_id) {
                 self.queues
                     .push(&job.task_type, job.priority, job.ready_key());
@@ -68,7 +71,7 @@ impl CoordinatorState {
     /// logged) puts it back for the next sweep.
     fn promote_due_retries(&mut self, now: Now) {
         let mut refused = Vec::new();
-        while let Some((due, job_id)) = pop_due(&mut self.retries, |due| due <= now.wall_ms) {
+        while let Some((due, job_id)) = pop_due(&mut self.retries, |due| due <= now.mono_ms) {
             let promoted = self.transition(job_id, JobState::Queued, now, |job| {
                 job.next_retry_at = None
             });

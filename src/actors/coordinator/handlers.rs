@@ -224,7 +224,7 @@ impl Coordinator {
                 self.state.schedule(now);
                 ClientResponse::Requeued { job_ids, refused }
             }
-            ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views()),
+            ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views(now)),
             // Sessions answer pings themselves; one forwarded here is harmless.
             ClientRequest::Ping => ClientResponse::Pong,
         }
