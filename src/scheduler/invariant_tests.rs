@@ -108,6 +108,11 @@ enum Event {
     Sweep {
         advance_ms: i64,
     },
+    /// Someone sets the wall clock `ms` ahead (negative: back); the
+    /// monotonic clock does not move.
+    StepWall {
+        ms: i64,
+    },
     /// Takes the dirty rows as the next batch and commits it.
     TakeDirty,
     /// Evicts the finished jobs beyond the window whose rows are committed.
@@ -145,6 +150,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => any::<Index>().prop_map(|job| Event::Requeue { job }),
         1 => prop::option::of(0..TASK_TYPES.len()).prop_map(|task| Event::RequeueFailed { task }),
         3 => (0..7_000i64).prop_map(|advance_ms| Event::Sweep { advance_ms }),
+        1 => (-7_200_000..7_200_000i64).prop_map(|ms| Event::StepWall { ms }),
         2 => Just(Event::TakeDirty),
         2 => Just(Event::Evict),
         1 => Just(Event::Restart),
@@ -155,7 +161,7 @@ fn event() -> impl Strategy<Value = Event> {
 /// time, and each worker's current and replaced session.
 struct Harness {
     state: CoordinatorState,
-    now: i64,
+    now: Now,
     jobs: Vec<JobId>,
     sessions: [Option<SessionId>; WORKERS.len()],
     replaced: [Option<SessionId>; WORKERS.len()],
@@ -171,7 +177,7 @@ impl Harness {
     fn new() -> Self {
         Harness {
             state: state(),
-            now: 0,
+            now: Now::both(0),
             jobs: Vec::new(),
             sessions: [None; WORKERS.len()],
             replaced: [None; WORKERS.len()],
@@ -206,7 +212,7 @@ impl Harness {
         let now = self.now;
         match event {
             Event::Submit { .. } => self.submit(event),
-            Event::Schedule => self.state.schedule(Now::both(now)),
+            Event::Schedule => self.state.schedule(now),
             Event::Register {
                 worker,
                 capacity,
@@ -221,15 +227,14 @@ impl Harness {
                     .collect();
                 let name = w(WORKERS[*worker]);
                 self.state
-                    .register_worker(name, session, *capacity, types, Now::both(now));
+                    .register_worker(name, session, *capacity, types, now);
             }
             Event::Heartbeat {
                 worker,
                 replaced_session,
             } => {
                 let session = self.session(*worker, *replaced_session);
-                self.state
-                    .heartbeat(&w(WORKERS[*worker]), session, Now::both(now));
+                self.state.heartbeat(&w(WORKERS[*worker]), session, now);
             }
             Event::Result { job, reported } => self.report(job, *reported)?,
             Event::StaleResult { job, forged } => self.report_stale(job, *forged)?,
@@ -240,24 +245,27 @@ impl Harness {
                 let session = self.session(*worker, *replaced_session);
                 let name = w(WORKERS[*worker]);
                 self.state
-                    .worker_lost(&name, session, "connection closed", Now::both(now));
+                    .worker_lost(&name, session, "connection closed", now);
             }
             Event::WorkerDraining { worker } => {
                 self.state.worker_draining(&w(WORKERS[*worker]));
             }
             Event::Cancel { job } => {
                 if let Some(id) = self.pick(job) {
-                    let _ = self.state.cancel(id, Now::both(now));
+                    let _ = self.state.cancel(id, now);
                 }
             }
             Event::Requeue { job } => self.requeue(job)?,
             Event::RequeueFailed { task } => {
                 let task_type = task.map(|t| TASK_TYPES[t]);
-                self.state.requeue_failed(task_type, Now::both(now));
+                self.state.requeue_failed(task_type, now);
             }
             Event::Sweep { advance_ms } => {
-                self.now += advance_ms;
-                self.state.sweep(Now::both(self.now));
+                self.now = self.now.plus(*advance_ms);
+                self.state.sweep(self.now);
+            }
+            Event::StepWall { ms } => {
+                self.now.wall_ms += ms;
             }
             Event::TakeDirty => self.take_dirty()?,
             Event::Evict => self.evict()?,
@@ -286,7 +294,7 @@ impl Harness {
             idempotency_key: idempotency_key.map(|k| format!("key-{k}")),
             ..echo("m")
         };
-        if let SubmitAnswer::Accepted { job_id, .. } = self.state.submit(req, Now::both(self.now)) {
+        if let SubmitAnswer::Accepted { job_id, .. } = self.state.submit(req, self.now) {
             if !self.jobs.contains(&job_id) {
                 self.jobs.push(job_id);
             }
@@ -315,7 +323,7 @@ impl Harness {
         };
         let applied = self
             .state
-            .task_result(&worker, id, lease, outcome, Now::both(self.now));
+            .task_result(&worker, id, lease, outcome, self.now);
         prop_assert_eq!(
             applied.is_ok(),
             current,
@@ -354,7 +362,7 @@ impl Harness {
         let outcome = TaskOutcome::Succeeded(b"late".to_vec());
         let dropped = self
             .state
-            .task_result(&worker, id, lease, outcome, Now::both(self.now));
+            .task_result(&worker, id, lease, outcome, self.now);
         prop_assert!(dropped.is_err(), "a stale result is dropped");
         prop_assert_eq!(self.state.job(id).cloned(), before, "and changes nothing");
         Ok(())
@@ -370,10 +378,10 @@ impl Harness {
             let stored = self.stored.get(&id).cloned();
             prop_assert!(stored.is_some(), "evicted job {} was never stored", id);
             if let Some(job) = stored {
-                self.state.restore(job, Now::both(self.now));
+                self.state.restore(job, self.now);
             }
         }
-        let _ = self.state.requeue(id, Now::both(self.now));
+        let _ = self.state.requeue(id, self.now);
         Ok(())
     }
 
@@ -385,7 +393,7 @@ impl Harness {
             .iter()
             .filter_map(|id| self.state.job(*id).cloned())
             .collect();
-        self.state.evict_finished(Now::both(self.now), self.durable);
+        self.state.evict_finished(self.now, self.durable);
         for job in before.iter().filter(|j| !self.state.holds(j.id)) {
             prop_assert!(
                 job.state.is_terminal(),
@@ -446,7 +454,9 @@ impl Harness {
         // The restart stands for a clean stop: every row is committed.
         self.stored = rows.iter().map(|job| (job.id, job.clone())).collect();
         self.state = state();
-        let summary = self.state.recover(rows, Now::both(self.now));
+        // A new process: its monotonic clock starts elsewhere.
+        self.now.mono_ms -= 1_000_000;
+        let summary = self.state.recover(rows, self.now);
         prop_assert_eq!(summary.loaded, self.jobs.len());
         self.replaced = self.sessions;
         self.sessions = [None; WORKERS.len()];
