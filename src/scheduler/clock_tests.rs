@@ -42,6 +42,14 @@ fn waiting_for_retry(s: &mut CoordinatorState, clock: &ManualClock) -> JobId {
     job
 }
 
+/// The jobs assigned since the effects were last taken.
+fn assigned_ids(s: &mut CoordinatorState) -> Vec<JobId> {
+    assignments(&s.take_effects())
+        .into_iter()
+        .map(|(_, id, _)| id)
+        .collect()
+}
+
 fn state_of(s: &CoordinatorState, job: JobId, clock: &ManualClock) -> JobState {
     s.status(job, clock.now()).expect("held").state
 }
@@ -286,16 +294,10 @@ fn submissions_after_the_wall_clock_went_back_keep_fifo_order() {
     let at = |id| s.status(id, clock.now()).expect("held").submitted_at;
     assert!(at(second) >= at(first), "submission time never decreases");
     s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], clock.now());
-    let picked: Vec<JobId> = assignments(&s.take_effects())
-        .into_iter()
-        .map(|(_, id, _)| id)
-        .collect();
+    let picked = assigned_ids(&mut s);
     assert!(picked.is_empty(), "registering schedules nothing by itself");
     s.schedule(clock.now());
-    let picked: Vec<JobId> = assignments(&s.take_effects())
-        .into_iter()
-        .map(|(_, id, _)| id)
-        .collect();
+    let picked = assigned_ids(&mut s);
     assert_eq!(picked, [first], "the older job runs first");
     consistent(&s);
 }
@@ -323,19 +325,13 @@ fn stored_retry_and_delay_times_become_timers_relative_to_the_wall_clock_at_star
     recovered.sweep(start.plus(999));
     assert!(assignments(&recovered.take_effects()).is_empty());
     recovered.sweep(start.plus(1000));
-    let ran: Vec<JobId> = assignments(&recovered.take_effects())
-        .into_iter()
-        .map(|(_, id, _)| id)
-        .collect();
+    let ran = assigned_ids(&mut recovered);
     assert_eq!(ran, [retry], "the retry's wait resumes where it was");
     recovered.heartbeat(&w("b"), SessionId(2), start.plus(4999));
     recovered.sweep(start.plus(4999));
     assert!(assignments(&recovered.take_effects()).is_empty());
     recovered.sweep(start.plus(5000));
-    let ran: Vec<JobId> = assignments(&recovered.take_effects())
-        .into_iter()
-        .map(|(_, id, _)| id)
-        .collect();
+    let ran = assigned_ids(&mut recovered);
     assert_eq!(ran, [delayed], "and so does the delay");
     consistent(&recovered);
 }

@@ -71,7 +71,12 @@ impl CoordinatorState {
     /// the next sweep). Counts per state are `stored.counts` (adjusted for
     /// the rows recovery rewrote), and every stored idempotency key stays
     /// resolvable. The sequence resumes past the largest stored, and
-    /// submission times never go below the newest stored.
+    /// submission times never go below the newest stored. A RETRY_WAIT
+    /// row's `next_retry_at` and a delayed row's `not_before` are wall
+    /// times (the monotonic base died with the old process): their waits
+    /// resume as monotonic timers of what remains by the wall clock at
+    /// `now`, so a wall-clock step while the coordinator was down
+    /// lengthens or shortens them by the step.
     pub fn recover_stored(&mut self, stored: Stored, now: Now) -> RecoverySummary {
         let mut summary = RecoverySummary {
             loaded: stored.jobs.len(),
