@@ -516,6 +516,71 @@ async fn sweep_with_manual_clock_detects_a_silent_worker() {
     );
 }
 
+const HOUR: i64 = 3_600_000;
+
+/// Sweeps, then asks for the job's state and the number of workers.
+async fn sweep_and_look(h: &Harness, first_request: u64, job_id: JobId) -> (JobState, usize) {
+    h.coordinator.send(Sweep).await.expect("delivered");
+    h.request(first_request, ClientRequest::Status { job_id })
+        .await;
+    h.request(first_request + 1, ClientRequest::Workers).await;
+    h.release().await;
+    let answers = h.answers();
+    let n = answers.len();
+    let state = match &answers[n - 2].response {
+        ClientResponse::Job(v) => v.state,
+        other => panic!("not a job: {other:?}"),
+    };
+    let workers = match &answers[n - 1].response {
+        ClientResponse::Workers(w) => w.len(),
+        other => panic!("not workers: {other:?}"),
+    };
+    (state, workers)
+}
+
+#[actix_rt::test]
+async fn a_wall_clock_set_an_hour_ahead_neither_loses_the_worker_nor_times_its_task_out() {
+    let h = Harness::start();
+    h.register_worker().await;
+    h.request(1, echo("x")).await;
+    h.release().await;
+    let (job_id, _) = assigned(&h.frames())[0];
+    h.clock.step_wall(HOUR);
+    h.clock.advance(1000);
+    let heartbeat = WorkerHeartbeat {
+        session: SessionId(1),
+        worker_id: WorkerId("w1".into()),
+    };
+    h.coordinator.send(heartbeat).await.expect("delivered");
+    assert_eq!(sweep_and_look(&h, 2, job_id).await, (JobState::Running, 1));
+    assert!(!h.frames().iter().any(|f| matches!(
+        f,
+        CoordinatorToWorker::Error { .. } | CoordinatorToWorker::TaskCancel { .. }
+    )));
+}
+
+#[actix_rt::test]
+async fn a_wall_clock_set_an_hour_back_still_loses_a_silent_worker_at_the_timeout() {
+    let h = Harness::start();
+    h.register_worker().await;
+    h.request(1, echo("x")).await;
+    h.release().await;
+    let (job_id, _) = assigned(&h.frames())[0];
+    h.clock.step_wall(-HOUR);
+    h.clock.advance(6000);
+    assert_eq!(sweep_and_look(&h, 2, job_id).await, (JobState::Running, 1));
+    h.clock.advance(1);
+    assert_eq!(
+        sweep_and_look(&h, 4, job_id).await,
+        (JobState::RetryWait, 0),
+        "6 s of silence on the monotonic clock lose the worker"
+    );
+    assert!(matches!(
+        h.frames().last(),
+        Some(CoordinatorToWorker::Error { message }) if message.contains("no heartbeat")
+    ));
+}
+
 fn succeeded(job_id: JobId, lease: LeaseId) -> WorkerTaskResult {
     WorkerTaskResult {
         session: SessionId(1),

@@ -81,7 +81,7 @@ impl CoordinatorServer {
         }
         let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
-        let recovery = state.recover_stored(stored, clock.now_millis());
+        let recovery = state.recover_stored(stored, clock.now());
         info!(log, "recovered"; "db" => %config.db_path.display(), "rows" => recovery.loaded,
               "stored" => recovery.stored,
               "requeued" => recovery.requeued, "failed" => recovery.failed,

@@ -1,6 +1,7 @@
 //! What clients may do to jobs after submitting them: cancel a job, and
 //! requeue failed or cancelled ones with a fresh attempt budget.
 
+use crate::clock::Now;
 use crate::protocol::{AttemptOutcome, JobId, JobState};
 use crate::scheduler::state::CoordinatorState;
 use slog::info;
@@ -28,7 +29,7 @@ impl CoordinatorState {
     /// worker is sent `TaskCancel`. Every non-terminal state may move to
     /// CANCELLED, so a refused move is a bug: it is logged, nothing
     /// changes, and the answer is a refusal naming the job's state.
-    pub fn cancel(&mut self, id: JobId, now: i64) -> Result<(), CancelRefused> {
+    pub fn cancel(&mut self, id: JobId, now: Now) -> Result<(), CancelRefused> {
         let state = self.jobs.get(&id).ok_or(CancelRefused::NotFound)?.state;
         if state.is_terminal() {
             return Err(CancelRefused::AlreadyFinished(state));
@@ -37,7 +38,7 @@ impl CoordinatorState {
             .then(|| self.current_attempt(id))
             .flatten();
         let cancelled = self.transition(id, JobState::Cancelled, now, |job| {
-            job.end_attempt(AttemptOutcome::Cancelled, now);
+            job.end_attempt(AttemptOutcome::Cancelled, now.wall_ms);
             job.error = Some("cancelled by a client".into());
             job.lease = None;
             job.next_retry_at = None;
@@ -59,7 +60,7 @@ impl CoordinatorState {
     /// budget, keeping its history. It is ordered as if submitted now.
     /// Both states may move to QUEUED, so a refused move is a bug: it is
     /// logged, nothing changes, and the answer names the job's state.
-    pub fn requeue(&mut self, id: JobId, now: i64) -> Result<(), RequeueRefused> {
+    pub fn requeue(&mut self, id: JobId, now: Now) -> Result<(), RequeueRefused> {
         let state = self.jobs.get(&id).ok_or(RequeueRefused::NotFound)?.state;
         if !matches!(state, JobState::Failed | JobState::Cancelled) {
             return Err(RequeueRefused::NotFailed(state));
@@ -73,7 +74,7 @@ impl CoordinatorState {
             job.result = None;
             job.worker_id = None;
             job.finished_at = None;
-            job.not_before = Some(now);
+            job.not_before = Some(now.wall_ms);
         });
         match requeued {
             Ok(()) => {
@@ -94,7 +95,7 @@ impl CoordinatorState {
         &mut self,
         task_type: Option<&str>,
         limit: usize,
-        now: i64,
+        now: Now,
     ) -> (Vec<JobId>, Option<String>) {
         let failed: Vec<JobId> = self
             .by_sequence

@@ -8,6 +8,7 @@
 
 use super::tests::{echo, stored_rows, w};
 use super::*;
+use crate::clock::Now;
 use crate::protocol::*;
 use crate::scheduler::hash_map::HashMap;
 use proptest::prelude::*;
@@ -107,6 +108,11 @@ enum Event {
     Sweep {
         advance_ms: i64,
     },
+    /// Someone sets the wall clock `ms` ahead (negative: back); the
+    /// monotonic clock does not move.
+    StepWall {
+        ms: i64,
+    },
     /// Takes the dirty rows as the next batch and commits it.
     TakeDirty,
     /// Evicts the finished jobs beyond the window whose rows are committed.
@@ -144,6 +150,7 @@ fn event() -> impl Strategy<Value = Event> {
         1 => any::<Index>().prop_map(|job| Event::Requeue { job }),
         1 => prop::option::of(0..TASK_TYPES.len()).prop_map(|task| Event::RequeueFailed { task }),
         3 => (0..7_000i64).prop_map(|advance_ms| Event::Sweep { advance_ms }),
+        1 => (-7_200_000..7_200_000i64).prop_map(|ms| Event::StepWall { ms }),
         2 => Just(Event::TakeDirty),
         2 => Just(Event::Evict),
         1 => Just(Event::Restart),
@@ -154,7 +161,7 @@ fn event() -> impl Strategy<Value = Event> {
 /// time, and each worker's current and replaced session.
 struct Harness {
     state: CoordinatorState,
-    now: i64,
+    now: Now,
     jobs: Vec<JobId>,
     sessions: [Option<SessionId>; WORKERS.len()],
     replaced: [Option<SessionId>; WORKERS.len()],
@@ -170,7 +177,7 @@ impl Harness {
     fn new() -> Self {
         Harness {
             state: state(),
-            now: 0,
+            now: Now::both(0),
             jobs: Vec::new(),
             sessions: [None; WORKERS.len()],
             replaced: [None; WORKERS.len()],
@@ -255,8 +262,11 @@ impl Harness {
                     .requeue_failed(task_type, crate::protocol::MAX_REQUEUE_JOBS, now);
             }
             Event::Sweep { advance_ms } => {
-                self.now += advance_ms;
+                self.now = self.now.plus(*advance_ms);
                 self.state.sweep(self.now);
+            }
+            Event::StepWall { ms } => {
+                self.now.wall_ms += ms;
             }
             Event::TakeDirty => self.take_dirty()?,
             Event::Evict => self.evict()?,
@@ -445,6 +455,8 @@ impl Harness {
         // The restart stands for a clean stop: every row is committed.
         self.stored = rows.iter().map(|job| (job.id, job.clone())).collect();
         self.state = state();
+        // A new process: its monotonic clock starts elsewhere.
+        self.now.mono_ms -= 1_000_000;
         let summary = self.state.recover(rows, self.now);
         prop_assert_eq!(summary.loaded, self.jobs.len());
         self.replaced = self.sessions;

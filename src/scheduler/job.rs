@@ -34,7 +34,8 @@ pub struct Job {
     pub result: Option<Arc<[u8]>>,
     pub error: Option<String>,
     pub idempotency_key: Option<String>,
-    /// Not to be assigned before this time (a delayed or requeued job).
+    /// Not to be assigned before this time (a delayed or requeued job): a
+    /// wall time, stored and shown; the wait runs on the monotonic clock.
     pub not_before: Option<i64>,
     pub updated_at: i64,
     pub finished_at: Option<i64>,
@@ -72,7 +73,9 @@ impl Job {
         (self.ready_at(), self.sequence, self.id)
     }
 
-    /// When the current attempt runs out of time, if the job is running.
+    /// When the current attempt runs out of time, if the job is running, as
+    /// a wall time; the timer itself runs on the monotonic clock, set from
+    /// this when the attempt starts (see `CoordinatorState::index`).
     pub fn deadline(&self) -> Option<i64> {
         match (self.state, self.assigned_at) {
             (JobState::Running, Some(at)) => {

@@ -2,6 +2,7 @@
 //! registration, assignment, results and attempt failure. The periodic
 //! sweep is in `sweep`, recovery after a restart in `recovery`.
 
+use crate::clock::Now;
 use crate::protocol::{
     Attempt, AttemptOutcome, CoordinatorToWorker, JobId, JobState, LeaseId, TaskOutcome, WorkerId,
 };
@@ -25,7 +26,7 @@ impl CoordinatorState {
         session: SessionId,
         capacity: u32,
         task_types: Vec<String>,
-        now: i64,
+        now: Now,
     ) {
         let previous = self
             .workers
@@ -53,9 +54,9 @@ impl CoordinatorState {
     }
 
     /// Records a heartbeat from the worker's current session.
-    pub fn heartbeat(&mut self, worker: &WorkerId, session: SessionId, now: i64) {
+    pub fn heartbeat(&mut self, worker: &WorkerId, session: SessionId, now: Now) {
         if self.workers.is_current(worker, session) {
-            self.workers.heartbeat(worker, now);
+            self.workers.heartbeat(worker, now.mono_ms);
         }
     }
 
@@ -66,7 +67,7 @@ impl CoordinatorState {
 
     /// The worker's session ended: its running jobs are retried or failed.
     /// Events from a session that was already replaced change nothing.
-    pub fn worker_lost(&mut self, worker: &WorkerId, session: SessionId, reason: &str, now: i64) {
+    pub fn worker_lost(&mut self, worker: &WorkerId, session: SessionId, reason: &str, now: Now) {
         if !self.workers.is_current(worker, session) {
             return;
         }
@@ -97,13 +98,13 @@ impl CoordinatorState {
         job_id: JobId,
         lease: LeaseId,
         outcome: TaskOutcome,
-        now: i64,
+        now: Now,
     ) -> Result<(), StaleResult> {
         if let Some(reason) = self.stale_reason(worker, job_id, lease) {
             self.metrics.stale_results += 1;
             // Rate-limited: a peer repeating stale results cannot flood the
             // log; the metric counts every one.
-            if let Some(suppressed) = self.stale_warnings.admit(now) {
+            if let Some(suppressed) = self.stale_warnings.admit(now.mono_ms) {
                 warn!(self.log, "stale result dropped"; "job" => %job_id, "lease" => %lease,
                       "worker" => %worker, "reason" => &reason,
                       "suppressed_since_last" => suppressed);
@@ -123,7 +124,7 @@ impl CoordinatorState {
             TaskOutcome::Succeeded(result) => {
                 debug!(self.log, "job succeeded"; "job" => %job_id, "worker" => %owner);
                 self.transition(job_id, JobState::Succeeded, now, |job| {
-                    job.end_attempt(AttemptOutcome::Succeeded, now);
+                    job.end_attempt(AttemptOutcome::Succeeded, now.wall_ms);
                     job.result = Some(result.into());
                     job.error = None;
                     job.lease = None;
@@ -181,7 +182,7 @@ impl CoordinatorState {
         &mut self,
         job_id: JobId,
         outcome: AttemptOutcome,
-        now: i64,
+        now: Now,
     ) -> Result<(), TransitionRefused> {
         self.end_attempt_failed(job_id, outcome, true, now)
     }
@@ -196,7 +197,7 @@ impl CoordinatorState {
         job_id: JobId,
         outcome: AttemptOutcome,
         retryable: bool,
-        now: i64,
+        now: Now,
     ) -> Result<(), TransitionRefused> {
         let Some(job) = self.jobs.get(&job_id) else {
             return Err(TransitionRefused::UnknownJob(job_id));
@@ -207,11 +208,13 @@ impl CoordinatorState {
         };
         if retryable && job.attempts < job.max_attempts {
             let delay = self.policy.retry.delay_ms(job.attempts);
-            let due = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
+            let due = now
+                .wall_ms
+                .saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
             info!(self.log, "attempt failed; retry scheduled"; "job" => %job_id,
                   "attempt" => job.attempts, "delay_ms" => delay, "error" => &error);
             self.transition(job_id, JobState::RetryWait, now, |job| {
-                job.end_attempt(outcome, now);
+                job.end_attempt(outcome, now.wall_ms);
                 job.next_retry_at = Some(due);
                 job.error = Some(error);
                 job.lease = None;
@@ -220,7 +223,7 @@ impl CoordinatorState {
             warn!(self.log, "job failed"; "job" => %job_id, "attempts" => job.attempts,
                   "error" => &error);
             self.transition(job_id, JobState::Failed, now, |job| {
-                job.end_attempt(outcome, now);
+                job.end_attempt(outcome, now.wall_ms);
                 job.error = Some(error);
                 job.lease = None;
             })
@@ -231,12 +234,14 @@ impl CoordinatorState {
     /// free slot for each, until no queued job has such a worker. A refused
     /// assignment (a bug, logged) ends the pass: the job it refused stays
     /// at the head of its queue, and the loop must not pick it forever.
-    pub fn schedule(&mut self, now: i64) {
+    pub fn schedule(&mut self, now: Now) {
         loop {
             let workers = &self.workers;
             let best = self
                 .queues
-                .best(now, self.policy.aging_step_ms, |t| workers.has_free(t))
+                .best(now.wall_ms, self.policy.aging_step_ms, |t| {
+                    workers.has_free(t)
+                })
                 .map(|(id, task_type, _)| (id, workers.least_loaded(task_type).cloned()));
             let Some((job_id, Some(worker))) = best else {
                 return;
@@ -255,7 +260,7 @@ impl CoordinatorState {
         &mut self,
         job_id: JobId,
         worker: WorkerId,
-        now: i64,
+        now: Now,
     ) -> Result<(), TransitionRefused> {
         let lease = LeaseId::new_random();
         let assigned_to = worker.clone();
@@ -265,13 +270,13 @@ impl CoordinatorState {
                 number: job.history.len() as u32 + 1,
                 worker_id: assigned_to.clone(),
                 lease,
-                started_at: now,
+                started_at: now.wall_ms,
                 ended_at: None,
                 outcome: None,
             });
             job.lease = Some(lease);
             job.worker_id = Some(assigned_to);
-            job.assigned_at = Some(now);
+            job.assigned_at = Some(now.wall_ms);
             job.next_retry_at = None;
         })?;
         self.workers.start_job(&worker, job_id);

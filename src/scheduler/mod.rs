@@ -22,6 +22,8 @@ pub mod sweep;
 pub mod workers;
 
 #[cfg(test)]
+mod clock_tests;
+#[cfg(test)]
 mod invariant_tests;
 #[cfg(test)]
 mod ordering_tests;

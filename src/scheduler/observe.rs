@@ -3,6 +3,7 @@
 //! taken inside a coordinator handler and answered through the outbox, so
 //! they are never ahead of the database.
 
+use crate::clock::Now;
 use crate::protocol::{JobId, JobState, JobView, Priority, StateCount, WorkerView};
 use crate::scheduler::job::OrderKey;
 use crate::scheduler::metrics::Metrics;
@@ -98,7 +99,7 @@ impl CoordinatorState {
         task_type: Option<&str>,
         cursor: Option<PageCursor>,
         limit: usize,
-        now: i64,
+        now: Now,
     ) -> JobPage {
         let upper = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.0));
         let mut keys = self
@@ -130,7 +131,7 @@ impl CoordinatorState {
     }
 
     /// Everything `/api/stats` and `/metrics` report, at `now`.
-    pub fn stats(&self, now: i64) -> StatsSnapshot {
+    pub fn stats(&self, now: Now) -> StatsSnapshot {
         let present = self.state_counts.counts(None);
         let counts = JobState::ALL
             .into_iter()
@@ -153,12 +154,12 @@ impl CoordinatorState {
             .collect();
         queues.sort_by(|a, b| (&a.task_type, b.priority).cmp(&(&b.task_type, a.priority)));
         StatsSnapshot {
-            at: now,
+            at: now.wall_ms,
             counts,
             queues,
             delayed: self.delayed.len() as u64,
-            throughput: self.metrics.throughput.per_second(now),
-            workers: self.worker_views(),
+            throughput: self.metrics.throughput.per_second(now.wall_ms),
+            workers: self.worker_views(now),
             metrics: self.metrics.clone(),
         }
     }
@@ -189,7 +190,7 @@ mod tests {
         CoordinatorState::new(policy, slog::Logger::root(slog::Discard, slog::o!()))
     }
 
-    fn submit(state: &mut CoordinatorState, task_type: &str, now: i64) {
+    fn submit(state: &mut CoordinatorState, task_type: &str, now: Now) {
         let payload = encode_json(&serde_json::json!({ "message": "hi" }));
         state.submit(SubmitRequest::new(task_type, payload), now);
     }
@@ -198,12 +199,16 @@ mod tests {
     fn pages_cover_every_job_once_newest_first() {
         let mut s = state();
         for i in 0..7 {
-            submit(&mut s, if i % 2 == 0 { "echo" } else { "fail" }, i);
+            submit(
+                &mut s,
+                if i % 2 == 0 { "echo" } else { "fail" },
+                Now::both(i),
+            );
         }
         let mut seen = Vec::new();
         let mut cursor = None;
         loop {
-            let page = s.list_after(None, None, cursor, 3, 10);
+            let page = s.list_after(None, None, cursor, 3, Now::both(10));
             seen.extend(page.jobs.iter().map(|j| j.sequence));
             match page.next {
                 Some(next) => cursor = Some(next.to_string().parse().expect("round-trips")),
@@ -211,7 +216,7 @@ mod tests {
             }
         }
         assert_eq!(seen, vec![7, 6, 5, 4, 3, 2, 1]);
-        let echo = s.list_after(None, Some("echo"), None, 10, 10);
+        let echo = s.list_after(None, Some("echo"), None, 10, Now::both(10));
         assert_eq!(echo.jobs.len(), 4);
         assert!(echo.next.is_none());
     }
@@ -219,9 +224,9 @@ mod tests {
     #[test]
     fn stats_count_every_state_and_queue() {
         let mut s = state();
-        submit(&mut s, "echo", 0);
-        submit(&mut s, "echo", 1);
-        let stats = s.stats(5);
+        submit(&mut s, "echo", Now::both(0));
+        submit(&mut s, "echo", Now::both(1));
+        let stats = s.stats(Now::both(5));
         assert_eq!(stats.counts.len(), JobState::ALL.len());
         assert_eq!(stats.counts[0].count, 2, "two QUEUED");
         assert_eq!(stats.queues[0].depth, 2);

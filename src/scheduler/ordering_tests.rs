@@ -5,6 +5,7 @@
 
 use super::queues::{effective_level, ReadyQueues};
 use super::*;
+use crate::clock::Now;
 use crate::protocol::payloads::encode_json;
 use crate::protocol::*;
 use proptest::prelude::*;
@@ -42,7 +43,7 @@ fn submit(s: &mut CoordinatorState, task_type: &str, priority: Priority, now: i6
         priority,
         ..SubmitRequest::new(task_type, encode_json(&json!({ "message": "m" })))
     };
-    let answer = s.submit(req, now);
+    let answer = s.submit(req, Now::both(now));
     consistent(s);
     match answer {
         SubmitAnswer::Accepted { job_id, .. } => job_id,
@@ -51,16 +52,22 @@ fn submit(s: &mut CoordinatorState, task_type: &str, priority: Priority, now: i6
 }
 
 fn worker(s: &mut CoordinatorState, name: &str, capacity: u32, types: &[&str], now: i64) {
-    let session = SessionId(s.worker_views().len() as u64 + 1);
+    let session = SessionId(s.worker_views(Now::both(0)).len() as u64 + 1);
     let types = types.iter().map(|t| t.to_string()).collect();
-    s.register_worker(WorkerId(name.into()), session, capacity, types, now);
+    s.register_worker(
+        WorkerId(name.into()),
+        session,
+        capacity,
+        types,
+        Now::both(now),
+    );
     consistent(s);
 }
 
 /// Runs one scheduling pass and returns the TaskAssign frames it produced.
 fn pass(s: &mut CoordinatorState, now: i64) -> Vec<(SessionId, JobId, LeaseId)> {
     s.take_effects();
-    s.schedule(now);
+    s.schedule(Now::both(now));
     consistent(s);
     assignments(s.take_effects())
 }
@@ -116,8 +123,11 @@ fn a_low_job_gains_one_level_per_aging_step_up_to_high() {
         (2 * AGING_STEP, 2),
         (10 * AGING_STEP, 2),
     ] {
-        assert_eq!(level(&s, now), Some(expected), "at {now} ms");
-        assert_eq!(s.status(low, now).map(|v| v.priority), Some(Priority::Low));
+        assert_eq!(level(&s, Now::both(now)), Some(expected), "at {now} ms");
+        assert_eq!(
+            s.status(low, Now::both(now)).map(|v| v.priority),
+            Some(Priority::Low)
+        );
     }
 }
 
@@ -165,7 +175,7 @@ fn the_readme_aging_example_holds() {
         );
         let a = submit(&mut s, "echo", Priority::Low, 0);
         let b = submit(&mut s, "echo", Priority::High, 10_000);
-        let levels = [a, b].map(|id| s.status(id, now).map(|v| v.effective_level));
+        let levels = [a, b].map(|id| s.status(id, Now::both(now)).map(|v| v.effective_level));
         worker(&mut s, "w", 1, &["echo"], now);
         let first = jobs_of(&pass(&mut s, now));
         (levels, if first == [a] { "A" } else { "B" })
@@ -237,7 +247,7 @@ fn a_low_job_starts_within_the_aging_bound_under_a_stream_of_high_jobs() {
     while started.is_none() && now <= SUBMITTED + 4 * AGING_STEP {
         for (job, lease, _) in running.iter().filter(|r| r.2 + RUN <= now) {
             let done = TaskOutcome::Succeeded(Vec::new());
-            s.task_result(&WorkerId("a".into()), *job, *lease, done, now)
+            s.task_result(&WorkerId("a".into()), *job, *lease, done, Now::both(now))
                 .expect("current attempt");
             consistent(&s);
         }
@@ -245,13 +255,13 @@ fn a_low_job_starts_within_the_aging_bound_under_a_stream_of_high_jobs() {
         if now == SUBMITTED {
             low = Some(submit(&mut s, "echo", Priority::Low, now));
         }
-        let queued = s.list(Some(JobState::Queued), usize::MAX, now);
+        let queued = s.list(Some(JobState::Queued), usize::MAX, Now::both(now));
         let waiting = queued.iter().filter(|v| v.priority == Priority::High);
         for _ in waiting.count()..3 {
             submit(&mut s, "echo", Priority::High, now);
         }
         s.take_effects();
-        s.sweep(now);
+        s.sweep(Now::both(now));
         consistent(&s);
         for (_, job, lease) in assignments(s.take_effects()) {
             if Some(job) == low {

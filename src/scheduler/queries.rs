@@ -1,21 +1,27 @@
 //! Read-only views of the coordinator's state: job and worker snapshots,
 //! pages of jobs, and the invariant check tests run after every step.
 
+use crate::clock::Now;
 use crate::protocol::{JobId, JobList, JobState, JobView, WorkerId, WorkerView};
 use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::Job;
 use crate::scheduler::state::CoordinatorState;
 use crate::scheduler::workers::SessionId;
 
+/// How far a pending timer's stored wall time may be from when it will
+/// really come due before views show the latter: more than the rounding
+/// between the two clocks' readings, less than any step worth noticing.
+const STEP_SHOWN_MS: u64 = 1000;
+
 impl CoordinatorState {
     /// The job as a client sees it at `now`.
-    pub fn status(&self, id: JobId, now: i64) -> Option<JobView> {
+    pub fn status(&self, id: JobId, now: Now) -> Option<JobView> {
         self.jobs.get(&id).map(|job| self.view(job, now))
     }
 
     /// Up to `limit` jobs as seen at `now`, newest submission first,
     /// optionally of one state.
-    pub fn list(&self, state: Option<JobState>, limit: usize, now: i64) -> Vec<JobView> {
+    pub fn list(&self, state: Option<JobState>, limit: usize, now: Now) -> Vec<JobView> {
         self.list_page(state, None, limit, now).jobs
     }
 
@@ -26,7 +32,7 @@ impl CoordinatorState {
         state: Option<JobState>,
         task_type: Option<&str>,
         limit: usize,
-        now: i64,
+        now: Now,
     ) -> JobList {
         let jobs = self
             .by_sequence
@@ -46,9 +52,26 @@ impl CoordinatorState {
 
     /// The job as a client sees it at `now`, whether held in memory or
     /// read back from the database.
-    pub fn view(&self, job: &Job, now: i64) -> JobView {
+    /// A pending retry or delay is shown as the wall time stored for it,
+    /// the same in every answer and after a restart; once the wall clock
+    /// has been stepped by more than `STEP_SHOWN_MS` since, as `now`'s wall
+    /// clock plus what remains of its (monotonic) timer, which is when it
+    /// will really come due.
+    pub fn view(&self, job: &Job, now: Now) -> JobView {
         let no_worker = !self.workers.advertised(&job.task_type);
-        job.view(no_worker, now, self.policy.aging_step_ms)
+        let mut view = job.view(no_worker, now.wall_ms, self.policy.aging_step_ms);
+        if let Some(&at) = self.timers.get(&job.id) {
+            let shown = match job.state {
+                JobState::RetryWait => &mut view.next_retry_at,
+                JobState::Queued => &mut view.not_before,
+                _ => return view,
+            };
+            let due = now.wall_at(at);
+            if shown.is_none_or(|stored| stored.abs_diff(due) > STEP_SHOWN_MS) {
+                *shown = Some(due);
+            }
+        }
+        view
     }
 
     /// True when `worker` is registered through exactly `session`.
@@ -60,8 +83,10 @@ impl CoordinatorState {
         self.workers.is_current(worker, session)
     }
 
-    pub fn worker_views(&self) -> Vec<WorkerView> {
-        self.workers.views()
+    /// Every registered worker as seen at `now`: its last heartbeat is
+    /// shown as a wall time, `now`'s wall clock less the heartbeat's age.
+    pub fn worker_views(&self, now: Now) -> Vec<WorkerView> {
+        self.workers.views(now)
     }
 
     /// Jobs per state (non-zero only), of one task type or all: counters
@@ -134,10 +159,30 @@ impl CoordinatorState {
                 self.deadlines.len()
             ));
         }
+        self.check_timers()?;
         self.check_running_sets()?;
         self.workers.check_invariants()?;
         self.check_listing_index()?;
         self.dirty.check_invariants()
+    }
+
+    /// `timers` holds exactly one instant per entry of the three timer
+    /// indexes, the one that entry is filed under.
+    fn check_timers(&self) -> Result<(), String> {
+        let entries = [&self.deadlines, &self.retries, &self.delayed];
+        let filed: usize = entries.iter().map(|index| index.len()).sum();
+        if filed != self.timers.len() {
+            return Err(format!(
+                "{filed} timer entries, {} timers",
+                self.timers.len()
+            ));
+        }
+        for (id, at) in &self.timers {
+            if !entries.iter().any(|index| index.contains(&(*at, *id))) {
+                return Err(format!("job {id}'s timer at {at} is in no timer index"));
+            }
+        }
+        Ok(())
     }
 
     /// Worker → job: every job in a worker's running set is a RUNNING job

@@ -3,6 +3,7 @@
 //! interrupted ended, and the counters and idempotency keys of everything
 //! stored restored without loading those jobs.
 
+use crate::clock::Now;
 use crate::protocol::{AttemptOutcome, JobId, JobState};
 use crate::scheduler::counts::StateCounts;
 use crate::scheduler::job::Job;
@@ -59,7 +60,7 @@ impl Stored {
 
 impl CoordinatorState {
     /// Recovers from every stored row (see `recover_stored`).
-    pub fn recover(&mut self, rows: Vec<Job>, now: i64) -> RecoverySummary {
+    pub fn recover(&mut self, rows: Vec<Job>, now: Now) -> RecoverySummary {
         self.recover_stored(Stored::everything(rows), now)
     }
 
@@ -70,8 +71,13 @@ impl CoordinatorState {
     /// the next sweep). Counts per state are `stored.counts` (adjusted for
     /// the rows recovery rewrote), and every stored idempotency key stays
     /// resolvable. The sequence resumes past the largest stored, and
-    /// submission times never go below the newest stored.
-    pub fn recover_stored(&mut self, stored: Stored, now: i64) -> RecoverySummary {
+    /// submission times never go below the newest stored. A RETRY_WAIT
+    /// row's `next_retry_at` and a delayed row's `not_before` are wall
+    /// times (the monotonic base died with the old process): their waits
+    /// resume as monotonic timers of what remains by the wall clock at
+    /// `now`, so a wall-clock step while the coordinator was down
+    /// lengthens or shortens them by the step.
+    pub fn recover_stored(&mut self, stored: Stored, now: Now) -> RecoverySummary {
         let mut summary = RecoverySummary {
             loaded: stored.jobs.len(),
             stored: stored.counts.iter().map(|(_, _, n)| n).sum(),
@@ -100,14 +106,14 @@ impl CoordinatorState {
         for job in finished {
             self.next_sequence = self.next_sequence.max(job.sequence + 1);
             self.finished
-                .finished(job.id, job.finished_at.unwrap_or(now));
+                .finished(job.id, job.finished_at.unwrap_or(now.wall_ms));
             self.insert(job, now);
         }
         // Loaded finished rows are durable; jobs failed just now are not
         // until the coordinator's first batch commits (it seals them).
         self.seal_finished(0);
         for id in ended_now {
-            self.finished.finished(id, now);
+            self.finished.finished(id, now.wall_ms);
         }
         summary
     }
@@ -117,7 +123,7 @@ impl CoordinatorState {
     fn recover_active(
         &mut self,
         mut job: Job,
-        now: i64,
+        now: Now,
         summary: &mut RecoverySummary,
     ) -> Option<JobId> {
         self.next_sequence = self.next_sequence.max(job.sequence + 1);
@@ -155,7 +161,7 @@ impl CoordinatorState {
     fn end_interrupted_attempt(
         &self,
         job: &mut Job,
-        now: i64,
+        now: Now,
     ) -> Result<JobState, TransitionRefused> {
         let budget_left = job.attempts < job.max_attempts;
         let target = if budget_left {
@@ -175,11 +181,11 @@ impl CoordinatorState {
         job.state = target;
         if !budget_left {
             job.error = Some(RESTARTED_DURING_FINAL_ATTEMPT.to_string());
-            job.finished_at = Some(now);
+            job.finished_at = Some(now.wall_ms);
         }
-        job.end_attempt(AttemptOutcome::Interrupted, now);
+        job.end_attempt(AttemptOutcome::Interrupted, now.wall_ms);
         job.lease = None;
-        job.updated_at = now;
+        job.updated_at = now.wall_ms;
         Ok(target)
     }
 }

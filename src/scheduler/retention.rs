@@ -9,6 +9,7 @@
 //! so its cost is the number of entries it removes, never the number of
 //! jobs held.
 
+use crate::clock::Now;
 use crate::protocol::{JobId, JobState};
 use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::state::CoordinatorState;
@@ -123,14 +124,14 @@ impl CoordinatorState {
     /// durable (those behind it finished later). Counts per state are
     /// counters and do not change; the job stays reachable through the
     /// database, and its idempotency key stays resolvable in memory.
-    pub fn evict_finished(&mut self, now: i64, durable: u64) -> usize {
+    pub fn evict_finished(&mut self, now: Now, durable: u64) -> usize {
         let mut evicted = 0;
         while let Some(entry) = self.finished.fifo.front().copied() {
             if !self.finished.is_current(&entry) {
                 self.finished.pop_front();
                 continue;
             }
-            if !self.beyond_window(&entry, now) || !self.is_durable(&entry, durable) {
+            if !self.beyond_window(&entry, now.wall_ms) || !self.is_durable(&entry, durable) {
                 break;
             }
             self.finished.pop_front();
@@ -188,14 +189,14 @@ impl CoordinatorState {
     /// Brings a finished job read back from the database into memory (to
     /// requeue it); it already counts. A job that is not finished, or is
     /// already held, changes nothing.
-    pub fn restore(&mut self, job: crate::scheduler::Job, now: i64) {
+    pub fn restore(&mut self, job: crate::scheduler::Job, now: Now) {
         if !job.state.is_terminal() || self.holds(job.id) {
             return;
         }
         // Sealed with this step's batch like a fresh finish: later than
         // needed, never too early.
         self.finished
-            .finished(job.id, job.finished_at.unwrap_or(now));
+            .finished(job.id, job.finished_at.unwrap_or(now.wall_ms));
         self.insert(job, now);
     }
 

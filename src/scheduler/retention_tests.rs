@@ -2,6 +2,7 @@
 //! rows leave it, and what stays right after they do.
 
 use super::*;
+use crate::clock::Now;
 use crate::protocol::payloads::encode_json;
 use crate::protocol::{JobState, SubmitAnswer, SubmitRequest};
 use crate::scheduler::Policy;
@@ -24,7 +25,7 @@ fn state(max_finished: usize, max_age_ms: u64) -> CoordinatorState {
 fn submit(s: &mut CoordinatorState, key: Option<&str>, now: i64) -> JobId {
     let mut req = SubmitRequest::new("echo", encode_json(&json!({ "message": "hi" })));
     req.idempotency_key = key.map(str::to_string);
-    match s.submit(req, now) {
+    match s.submit(req, Now::both(now)) {
         SubmitAnswer::Accepted { job_id, .. } => job_id,
         SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
     }
@@ -35,7 +36,7 @@ fn submit(s: &mut CoordinatorState, key: Option<&str>, now: i64) -> JobId {
 fn finish_jobs(s: &mut CoordinatorState, n: usize, now: i64, batch: u64) -> Vec<JobId> {
     let ids: Vec<JobId> = (0..n).map(|_| submit(s, None, now)).collect();
     for id in &ids {
-        s.cancel(*id, now).expect("cancelled");
+        s.cancel(*id, Now::both(now)).expect("cancelled");
     }
     s.seal_finished(batch);
     s.take_dirty();
@@ -43,7 +44,7 @@ fn finish_jobs(s: &mut CoordinatorState, n: usize, now: i64, batch: u64) -> Vec<
 }
 
 fn cancelled(s: &CoordinatorState) -> u64 {
-    s.stats(0).counts[JobState::ALL
+    s.stats(Now::both(0)).counts[JobState::ALL
         .iter()
         .position(|st| *st == JobState::Cancelled)
         .expect("a state")]
@@ -55,12 +56,12 @@ fn memory_keeps_at_most_the_configured_number_of_finished_jobs() {
     let mut s = state(100, u64::MAX);
     for round in 0..10 {
         finish_jobs(&mut s, 1000, round, round as u64 + 1);
-        s.evict_finished(round, round as u64 + 1);
+        s.evict_finished(Now::both(round), round as u64 + 1);
         s.check_invariants().expect("invariants hold");
         assert!(s.finished_in_memory() <= 100, "{}", s.finished_in_memory());
     }
     let active = submit(&mut s, None, 20);
-    s.evict_finished(20, 10);
+    s.evict_finished(Now::both(20), 10);
     assert_eq!(s.finished_in_memory(), 100);
     assert_eq!(s.jobs_in_memory(), 101, "the window plus the active job");
     assert!(s.holds(active));
@@ -72,7 +73,7 @@ fn finished_jobs_older_than_the_age_bound_are_evicted() {
     let mut s = state(usize::MAX, 1000);
     let old = finish_jobs(&mut s, 3, 0, 1);
     let young = finish_jobs(&mut s, 2, 900, 2);
-    assert_eq!(s.evict_finished(1001, 2), 3);
+    assert_eq!(s.evict_finished(Now::both(1001), 2), 3);
     assert!(old.iter().all(|id| !s.holds(*id)));
     assert!(young.iter().all(|id| s.holds(*id)));
     s.check_invariants().expect("invariants hold");
@@ -82,16 +83,20 @@ fn finished_jobs_older_than_the_age_bound_are_evicted() {
 fn a_job_whose_finish_is_not_durable_is_not_evicted() {
     let mut s = state(0, u64::MAX);
     let ids = finish_jobs(&mut s, 2, 0, 1);
-    assert_eq!(s.evict_finished(0, 0), 0, "batch 1 is not committed yet");
+    assert_eq!(
+        s.evict_finished(Now::both(0), 0),
+        0,
+        "batch 1 is not committed yet"
+    );
     let unsealed = submit(&mut s, None, 1);
-    s.cancel(unsealed, 1).expect("cancelled");
-    assert_eq!(s.evict_finished(1, 1), 2, "batch 1 is durable");
+    s.cancel(unsealed, Now::both(1)).expect("cancelled");
+    assert_eq!(s.evict_finished(Now::both(1), 1), 2, "batch 1 is durable");
     assert!(!ids.iter().any(|id| s.holds(*id)));
     assert!(s.holds(unsealed), "not yet tagged with a batch");
     s.seal_finished(2);
-    assert_eq!(s.evict_finished(1, 2), 0, "still dirty");
+    assert_eq!(s.evict_finished(Now::both(1), 2), 0, "still dirty");
     s.take_dirty();
-    assert_eq!(s.evict_finished(1, 2), 1);
+    assert_eq!(s.evict_finished(Now::both(1), 2), 1);
     s.check_invariants().expect("invariants hold");
 }
 
@@ -99,19 +104,19 @@ fn a_job_whose_finish_is_not_durable_is_not_evicted() {
 fn a_requeued_job_is_not_evicted_and_its_later_finish_counts_once() {
     let mut s = state(1, u64::MAX);
     let ids = finish_jobs(&mut s, 1, 0, 1);
-    s.requeue(ids[0], 1).expect("requeued");
+    s.requeue(ids[0], Now::both(1)).expect("requeued");
     assert_eq!(s.finished_in_memory(), 0);
-    s.cancel(ids[0], 2).expect("cancelled again");
+    s.cancel(ids[0], Now::both(2)).expect("cancelled again");
     s.seal_finished(2);
     s.take_dirty();
     assert_eq!(s.finished_in_memory(), 1);
     assert_eq!(
-        s.evict_finished(2, 2),
+        s.evict_finished(Now::both(2), 2),
         0,
         "one finished job fits the window"
     );
     finish_jobs(&mut s, 1, 3, 3);
-    assert_eq!(s.evict_finished(3, 3), 1);
+    assert_eq!(s.evict_finished(Now::both(3), 3), 1);
     assert!(!s.holds(ids[0]), "the oldest finish went first");
     s.check_invariants().expect("invariants hold");
 }
@@ -120,10 +125,10 @@ fn a_requeued_job_is_not_evicted_and_its_later_finish_counts_once() {
 fn the_idempotency_key_of_an_evicted_job_still_returns_its_id() {
     let mut s = state(0, u64::MAX);
     let first = submit(&mut s, Some("k"), 0);
-    s.cancel(first, 0).expect("cancelled");
+    s.cancel(first, Now::both(0)).expect("cancelled");
     s.seal_finished(1);
     s.take_dirty();
-    assert_eq!(s.evict_finished(0, 1), 1);
+    assert_eq!(s.evict_finished(Now::both(0), 1), 1);
     assert!(!s.holds(first));
     assert_eq!(submit(&mut s, Some("k"), 1), first);
     assert!(!s.has_dirty(), "nothing new was created");
@@ -153,10 +158,10 @@ fn recovery_takes_counts_keys_and_sequence_from_the_whole_table_but_loads_only_w
         newest: Some((5_000, 9)),
     };
     let mut s = state(0, u64::MAX);
-    let summary = s.recover_stored(stored, 10);
+    let summary = s.recover_stored(stored, Now::both(10));
     assert_eq!((summary.loaded, summary.stored), (2, 1_001));
     s.check_invariants().expect("invariants hold");
-    let list = s.list_page(None, None, 10, 10);
+    let list = s.list_page(None, None, 10, Now::both(10));
     assert_eq!(list.jobs.len(), 2, "only the loaded jobs are in memory");
     let succeeded = list.counts.iter().find(|c| c.state == JobState::Succeeded);
     assert_eq!(
@@ -168,7 +173,7 @@ fn recovery_takes_counts_keys_and_sequence_from_the_whole_table_but_loads_only_w
     let new = submit(&mut s, None, 11);
     assert_eq!(s.job(new).map(|j| j.sequence), Some(5_001));
     assert_eq!(
-        s.evict_finished(11, 0),
+        s.evict_finished(Now::both(11), 0),
         1,
         "a loaded finished row is durable"
     );
@@ -183,17 +188,17 @@ fn a_job_recovery_fails_stays_in_memory_until_its_row_is_committed() {
     running.state = JobState::Running;
     running.attempts = running.max_attempts;
     let mut s = state(0, u64::MAX);
-    let summary = s.recover(vec![running], 10);
+    let summary = s.recover(vec![running], Now::both(10));
     assert_eq!(summary.failed, 1);
     assert_eq!(
-        s.evict_finished(10, 0),
+        s.evict_finished(Now::both(10), 0),
         0,
         "its FAILED row is not stored yet"
     );
     s.seal_finished(1);
     s.take_dirty();
-    assert_eq!(s.evict_finished(10, 0), 0);
-    assert_eq!(s.evict_finished(10, 1), 1);
+    assert_eq!(s.evict_finished(Now::both(10), 0), 0);
+    assert_eq!(s.evict_finished(Now::both(10), 1), 1);
 }
 
 #[test]
@@ -202,11 +207,12 @@ fn an_expired_job_stops_counting_and_its_key_is_free_unless_memory_changed_it_si
     let gone = submit(&mut s, Some("a"), 0);
     let requeued = submit(&mut s, Some("b"), 0);
     for id in [gone, requeued] {
-        s.cancel(id, 0).expect("cancelled");
+        s.cancel(id, Now::both(0)).expect("cancelled");
     }
     s.seal_finished(1);
     s.take_dirty();
-    s.requeue(requeued, 1).expect("requeued, not yet written");
+    s.requeue(requeued, Now::both(1))
+        .expect("requeued, not yet written");
     s.forget_expired(gone, Some("a"), "echo", JobState::Cancelled);
     s.forget_expired(requeued, Some("b"), "echo", JobState::Cancelled);
     s.check_invariants().expect("invariants hold");
@@ -220,15 +226,15 @@ fn an_expired_job_stops_counting_and_its_key_is_free_unless_memory_changed_it_si
 fn a_restored_job_requeues_like_one_never_evicted_and_is_restored_once() {
     let mut s = state(0, u64::MAX);
     let id = submit(&mut s, None, 0);
-    s.cancel(id, 0).expect("cancelled");
+    s.cancel(id, Now::both(0)).expect("cancelled");
     let stored = s.job(id).expect("held").clone();
     s.seal_finished(1);
     s.take_dirty();
-    s.evict_finished(0, 1);
-    s.restore(stored.clone(), 1);
-    s.restore(stored, 1);
+    s.evict_finished(Now::both(0), 1);
+    s.restore(stored.clone(), Now::both(1));
+    s.restore(stored, Now::both(1));
     assert_eq!(s.jobs_in_memory(), 1);
-    s.requeue(id, 1).expect("requeued");
+    s.requeue(id, Now::both(1)).expect("requeued");
     s.check_invariants().expect("invariants hold");
     assert_eq!(cancelled(&s), 0, "moved, not counted twice");
     assert_eq!(s.active_jobs(), 1);
@@ -240,11 +246,12 @@ fn a_restored_job_requeues_like_one_never_evicted_and_is_restored_once() {
 fn a_stale_unsealed_entry_popped_by_eviction_leaves_sealing_right() {
     let mut s = state(0, u64::MAX);
     let id = submit(&mut s, None, 0);
-    s.cancel(id, 0).expect("cancelled");
-    s.requeue(id, 0).expect("requeued in the same step");
-    assert_eq!(s.evict_finished(0, 0), 0);
+    s.cancel(id, Now::both(0)).expect("cancelled");
+    s.requeue(id, Now::both(0))
+        .expect("requeued in the same step");
+    assert_eq!(s.evict_finished(Now::both(0), 0), 0);
     s.seal_finished(1);
     let later = finish_jobs(&mut s, 1, 1, 2);
-    assert_eq!(s.evict_finished(1, 2), 1);
+    assert_eq!(s.evict_finished(Now::both(1), 2), 1);
     assert!(!s.holds(later[0]));
 }

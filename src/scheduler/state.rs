@@ -1,8 +1,11 @@
 //! `CoordinatorState`: every job, the queues and the worker registry, with
 //! the transitions the coordinator applies to them. Pure: no actors, no I/O;
-//! time comes in as `now` (unix milliseconds). Outbound effects and the rows
-//! to persist are collected and taken by the caller after each step.
+//! time comes in as `now`, a reading of both clocks (`crate::clock::Now`):
+//! stored and shown times are wall times, the timers (deadlines, retries,
+//! delays, heartbeat age) monotonic ones. Outbound effects and the rows to
+//! persist are collected and taken by the caller after each step.
 
+use crate::clock::Now;
 use crate::protocol::{CoordinatorToWorker, JobId, JobState};
 use crate::scheduler::counts::StateCounts;
 use crate::scheduler::dirty::DirtyRows;
@@ -89,8 +92,10 @@ impl TransitionRefused {
 /// worker whose running set contains it, and each job in a running set is
 /// a RUNNING job of that worker, in no other worker's set; `deadlines` and
 /// `retries` index exactly the RUNNING and RETRY_WAIT jobs; `by_sequence`
-/// holds every job once; the worker registry's own indexes are right
-/// (`WorkerRegistry::check_invariants`); each dirty job is tracked once.
+/// holds every job once; `timers` holds exactly the entries of
+/// `deadlines`, `retries` and `delayed`; the worker registry's own indexes
+/// are right (`WorkerRegistry::check_invariants`); each dirty job is
+/// tracked once.
 #[derive(Debug)]
 pub struct CoordinatorState {
     pub(super) policy: Policy,
@@ -100,11 +105,22 @@ pub struct CoordinatorState {
     pub(super) workers: WorkerRegistry,
     /// Every job in submission order, for newest-first listing.
     pub(super) by_sequence: BTreeSet<OrderKey>,
+    /// RUNNING jobs by the monotonic instant their attempt times out.
     pub(super) deadlines: BTreeSet<(i64, JobId)>,
+    /// RETRY_WAIT jobs by the monotonic instant their backoff ends.
     pub(super) retries: BTreeSet<(i64, JobId)>,
+    /// The monotonic instant of each job's entry in `deadlines`, `retries`
+    /// or `delayed` (a job has at most one), to find it again. Monotonic
+    /// readings mean nothing to another process, so none is stored: each
+    /// timer is set from the job's stored wall time (`Now::mono_at`) when
+    /// the job enters its state, which is the wall time of that very step
+    /// plus the duration, or, at recovery, relative to the wall clock at
+    /// start.
+    pub(super) timers: HashMap<JobId, i64>,
     /// Jobs per (task type, state), for list footers.
     pub(super) state_counts: StateCounts,
-    /// QUEUED jobs whose `not_before` is still ahead, by that time.
+    /// QUEUED jobs whose `not_before` is still ahead, by the monotonic
+    /// instant it comes.
     pub(super) delayed: BTreeSet<(i64, JobId)>,
     pub(super) next_sequence: u64,
     /// The latest `submitted_at` of any job held; see `admit`.
@@ -143,6 +159,7 @@ impl CoordinatorState {
             by_sequence: BTreeSet::new(),
             deadlines: BTreeSet::new(),
             retries: BTreeSet::new(),
+            timers: HashMap::default(),
             delayed: BTreeSet::new(),
             state_counts: StateCounts::default(),
             next_sequence: 1,
@@ -161,7 +178,7 @@ impl CoordinatorState {
     /// Adds a job in whatever state it is in to every index that state
     /// needs. The counts per state are the caller's: a new submission adds
     /// one, recovery sets them from the stored counts.
-    pub(super) fn insert(&mut self, job: Job, now: i64) {
+    pub(super) fn insert(&mut self, job: Job, now: Now) {
         if let Some(key) = &job.idempotency_key {
             self.idempotency.insert(key.clone(), job.id);
         }
@@ -172,28 +189,34 @@ impl CoordinatorState {
     }
 
     /// Adds the job to the queue or timer index its state calls for: a
-    /// QUEUED job waits in `delayed` until its `not_before`, then in the
-    /// ready queues.
-    pub(super) fn index(&mut self, job: &Job, now: i64) {
-        match job.state {
-            JobState::Queued => match job.not_before.filter(|t| *t > now) {
-                Some(t) => {
-                    self.delayed.insert((t, job.id));
+    /// QUEUED job that never ran waits in `delayed` until its
+    /// `not_before`, then in the ready queues (a job that ran once was
+    /// released already: its `not_before` orders it, and, seen from a wall
+    /// clock set back since, must not hold it again). Each timer is the
+    /// job's wall time as a monotonic instant (`Now::mono_at`).
+    pub(super) fn index(&mut self, job: &Job, now: Now) {
+        let timer = match job.state {
+            JobState::Queued => {
+                let pending = job
+                    .not_before
+                    .filter(|t| *t > now.wall_ms && job.history.is_empty());
+                if pending.is_none() {
+                    self.queues
+                        .push(&job.task_type, job.priority, job.ready_key());
                 }
-                None => self
-                    .queues
-                    .push(&job.task_type, job.priority, job.ready_key()),
-            },
+                pending.map(|t| (&mut self.delayed, t))
+            }
             JobState::RetryWait => {
                 let due = job.next_retry_at.unwrap_or(job.updated_at);
-                self.retries.insert((due, job.id));
+                Some((&mut self.retries, due))
             }
-            JobState::Running => {
-                if let Some(deadline) = job.deadline() {
-                    self.deadlines.insert((deadline, job.id));
-                }
-            }
-            _ => {}
+            JobState::Running => job.deadline().map(|d| (&mut self.deadlines, d)),
+            _ => None,
+        };
+        if let Some((index, wall)) = timer {
+            let at = now.mono_at(wall);
+            index.insert((at, job.id));
+            self.timers.insert(job.id, at);
         }
     }
 
@@ -202,21 +225,23 @@ impl CoordinatorState {
         let Some(job) = self.jobs.get(&id) else {
             return;
         };
+        let timer = self.timers.remove(&id);
         match job.state {
             JobState::Queued => {
-                if let Some(t) = job.not_before {
-                    self.delayed.remove(&(t, id));
+                if let Some(at) = timer {
+                    self.delayed.remove(&(at, id));
                 }
                 self.queues
                     .remove(&job.task_type, job.priority, job.ready_key());
             }
             JobState::RetryWait => {
-                let due = job.next_retry_at.unwrap_or(job.updated_at);
-                self.retries.remove(&(due, id));
+                if let Some(at) = timer {
+                    self.retries.remove(&(at, id));
+                }
             }
             JobState::Running => {
-                if let Some(deadline) = job.deadline() {
-                    self.deadlines.remove(&(deadline, id));
+                if let Some(at) = timer {
+                    self.deadlines.remove(&(at, id));
                 }
             }
             _ => {}
@@ -232,7 +257,7 @@ impl CoordinatorState {
         &mut self,
         id: JobId,
         to: JobState,
-        now: i64,
+        now: Now,
         update: impl FnOnce(&mut Job),
     ) -> Result<(), TransitionRefused> {
         let Some(from) = self.jobs.get(&id).map(|j| j.state) else {
@@ -249,19 +274,19 @@ impl CoordinatorState {
         };
         let attempts_from = job.history.len().saturating_sub(1);
         job.state = to;
-        job.updated_at = now;
+        job.updated_at = now.wall_ms;
         update(&mut job);
         self.state_counts.moved(&job.task_type, from, to);
         if to.is_terminal() {
-            job.finished_at = Some(now);
+            job.finished_at = Some(now.wall_ms);
             self.active_jobs -= 1;
-            self.finished.finished(id, now);
+            self.finished.finished(id, now.wall_ms);
         } else if from.is_terminal() {
             // A requeue: the job counts against admission again.
             self.active_jobs += 1;
             self.finished.forget(id);
         }
-        self.metrics.record_transition(&job, from, now);
+        self.metrics.record_transition(&job, from, now.wall_ms);
         self.index(&job, now);
         self.jobs.insert(id, job);
         self.mark_dirty_from(id, attempts_from);

@@ -2,6 +2,7 @@
 //! validated, and admission under `max-active-jobs`. A rejected
 //! submission changes nothing; an accepted one is a new QUEUED job.
 
+use crate::clock::Now;
 use crate::protocol::{limits, payloads};
 use crate::protocol::{JobId, JobState, SubmitAnswer, SubmitRejected, SubmitRequest};
 use crate::scheduler::job::Job;
@@ -20,7 +21,7 @@ impl CoordinatorState {
     /// Admits a job if it is valid and below `max-active-jobs`. A rejected
     /// submission changes nothing.
     /// A key seen before returns the original job's id and creates nothing.
-    pub fn submit(&mut self, req: SubmitRequest, now: i64) -> SubmitAnswer {
+    pub fn submit(&mut self, req: SubmitRequest, now: Now) -> SubmitAnswer {
         if let Some(answer) = self.resubmission(&req) {
             return answer;
         }
@@ -61,7 +62,7 @@ impl CoordinatorState {
         })
     }
 
-    fn admit(&self, req: SubmitRequest, now: i64) -> Result<Job, String> {
+    fn admit(&self, req: SubmitRequest, now: Now) -> Result<Job, String> {
         let (max_attempts, timeout_ms) = self.validate(&req)?;
         if self.active_jobs >= self.policy.max_active_jobs {
             return Err(self.admission_refusal());
@@ -70,10 +71,14 @@ impl CoordinatorState {
         // while sequence order is also submission-time order (the oldest job
         // of a level is then its highest effective level). A wall clock that
         // steps back must not break that, so submission time never decreases.
-        let submitted_at = now.max(self.latest_submission);
-        let not_before = req
-            .delay_ms
-            .map(|d| submitted_at.saturating_add(i64::try_from(d).unwrap_or(i64::MAX)));
+        let submitted_at = now.wall_ms.max(self.latest_submission);
+        // The delay counts from now on the wall clock it is shown on, not
+        // from a submission time held up by a clock that stepped back; it
+        // runs on the monotonic clock (see `CoordinatorState::index`).
+        let not_before = req.delay_ms.map(|d| {
+            now.wall_ms
+                .saturating_add(i64::try_from(d).unwrap_or(i64::MAX))
+        });
         Ok(Job {
             id: JobId::mint(),
             task_type: req.task_type,

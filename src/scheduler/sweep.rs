@@ -1,6 +1,9 @@
 //! The periodic sweep: what happens to jobs as time passes. Dead workers,
 //! expired deadlines, due retries and due delayed jobs, then scheduling.
+//! Every one is measured on the monotonic clock (`Now::mono_ms`), so a
+//! wall-clock step neither brings them forward nor holds them back.
 
+use crate::clock::Now;
 use crate::protocol::{AttemptOutcome, JobId, JobState};
 use crate::scheduler::state::{CoordinatorState, Effect};
 use std::collections::BTreeSet;
@@ -8,7 +11,7 @@ use std::collections::BTreeSet;
 impl CoordinatorState {
     /// The periodic pass, in order: dead workers, expired deadlines, due
     /// retries, due delayed jobs, then scheduling.
-    pub fn sweep(&mut self, now: i64) {
+    pub fn sweep(&mut self, now: Now) {
         self.detect_dead_workers(now);
         self.detect_expired_deadlines(now);
         self.promote_due_retries(now);
@@ -16,9 +19,12 @@ impl CoordinatorState {
         self.schedule(now);
     }
 
-    fn detect_dead_workers(&mut self, now: i64) {
+    fn detect_dead_workers(&mut self, now: Now) {
         let timeout = i64::try_from(self.policy.heartbeat_timeout_ms).unwrap_or(i64::MAX);
-        for (worker, session) in self.workers.silent_since(now.saturating_sub(timeout)) {
+        for (worker, session) in self
+            .workers
+            .silent_since(now.mono_ms.saturating_sub(timeout))
+        {
             let reason = format!("no heartbeat for {timeout} ms");
             self.effects.push(Effect::CloseWorker {
                 session,
@@ -33,9 +39,9 @@ impl CoordinatorState {
     /// before its job moves, so the loop ends whatever the moves do; a job
     /// whose move is refused (a bug, logged) keeps its attempt, and its
     /// deadline is put back for the next sweep.
-    fn detect_expired_deadlines(&mut self, now: i64) {
+    fn detect_expired_deadlines(&mut self, now: Now) {
         let mut refused = Vec::new();
-        while let Some((deadline, job_id)) = pop_due(&mut self.deadlines, |d| d < now) {
+        while let Some((deadline, job_id)) = pop_due(&mut self.deadlines, |d| d < now.mono_ms) {
             let attempt = self.current_attempt(job_id);
             let timeout_ms = self.jobs.get(&job_id).map_or(0, |j| j.timeout_ms);
             match self.fail_attempt(job_id, AttemptOutcome::TimedOut { timeout_ms }, now) {
@@ -50,8 +56,9 @@ impl CoordinatorState {
     }
 
     /// Moves delayed QUEUED jobs whose time has come into the ready queues.
-    fn release_due_delays(&mut self, now: i64) {
-        while let Some((_, job_id)) = pop_due(&mut self.delayed, |due| due <= now) {
+    fn release_due_delays(&mut self, now: Now) {
+        while let Some((_, job_id)) = pop_due(&mut self.delayed, |due| due <= now.mono_ms) {
+            self.timers.remove(&job_id);
             if let Some(job) = self.jobs.get(&job_id) {
                 self.queues
                     .push(&job.task_type, job.priority, job.ready_key());
@@ -62,9 +69,9 @@ impl CoordinatorState {
     /// Requeues RETRY_WAIT jobs whose backoff has passed. Like deadlines,
     /// each timer is popped before its job moves; a refused move (a bug,
     /// logged) puts it back for the next sweep.
-    fn promote_due_retries(&mut self, now: i64) {
+    fn promote_due_retries(&mut self, now: Now) {
         let mut refused = Vec::new();
-        while let Some((due, job_id)) = pop_due(&mut self.retries, |due| due <= now) {
+        while let Some((due, job_id)) = pop_due(&mut self.retries, |due| due <= now.mono_ms) {
             let promoted = self.transition(job_id, JobState::Queued, now, |job| {
                 job.next_retry_at = None
             });

@@ -2,6 +2,7 @@
 //! after every step.
 
 use super::*;
+use crate::clock::Now;
 use crate::protocol::payloads::encode_json;
 use crate::protocol::*;
 use serde_json::json;
@@ -73,28 +74,31 @@ pub(super) fn assignments(effects: &[Effect]) -> Vec<(SessionId, JobId, LeaseId)
 #[test]
 fn submit_assign_result_succeeds() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], 0);
-    let job = accepted(s.submit(echo("hi"), 10));
+    s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], Now::both(0));
+    let job = accepted(s.submit(echo("hi"), Now::both(10)));
     assert!(s.has_dirty());
     consistent(&s);
     s.take_effects();
-    s.schedule(10);
+    s.schedule(Now::both(10));
     consistent(&s);
     let assigned = assignments(&s.take_effects());
     assert_eq!(assigned.len(), 1);
     let (session, job_id, lease) = assigned[0];
     assert_eq!((session, job_id), (SessionId(1), job));
-    assert_eq!(s.status(job, 0).map(|v| v.state), Some(JobState::Running));
+    assert_eq!(
+        s.status(job, Now::both(0)).map(|v| v.state),
+        Some(JobState::Running)
+    );
     s.task_result(
         &w("a"),
         job,
         lease,
         TaskOutcome::Succeeded(b"hi".to_vec()),
-        20,
+        Now::both(20),
     )
     .expect("applied");
     consistent(&s);
-    let view = s.status(job, 0).expect("exists");
+    let view = s.status(job, Now::both(0)).expect("exists");
     assert_eq!(view.state, JobState::Succeeded);
     assert_eq!(view.result.as_deref(), Some(&b"hi"[..]));
     assert_eq!(s.active_jobs(), 0);
@@ -103,13 +107,13 @@ fn submit_assign_result_succeeds() {
 #[test]
 fn fifo_by_sequence_to_the_least_loaded_worker() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
-    s.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], 0);
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
+    s.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], Now::both(0));
     let jobs: Vec<JobId> = (0..3)
-        .map(|i| accepted(s.submit(echo(&i.to_string()), 5)))
+        .map(|i| accepted(s.submit(echo(&i.to_string()), Now::both(5))))
         .collect();
     s.take_effects();
-    s.schedule(5);
+    s.schedule(Now::both(5));
     consistent(&s);
     let assigned = assignments(&s.take_effects());
     let order: Vec<(SessionId, JobId)> = assigned.iter().map(|a| (a.0, a.1)).collect();
@@ -118,7 +122,7 @@ fn fifo_by_sequence_to_the_least_loaded_worker() {
         vec![(SessionId(1), jobs[0]), (SessionId(2), jobs[1])]
     );
     assert_eq!(
-        s.status(jobs[2], 0).map(|v| v.state),
+        s.status(jobs[2], Now::both(0)).map(|v| v.state),
         Some(JobState::Queued)
     );
 }
@@ -141,13 +145,13 @@ fn invalid_submissions_are_rejected_and_change_nothing() {
         (too_big, "payload"),
         (zero_attempts, "max_attempts"),
     ] {
-        match s.submit(req, 0) {
+        match s.submit(req, Now::both(0)) {
             SubmitAnswer::Rejected(r) => assert!(r.reason.starts_with(field), "{r}"),
             other => panic!("accepted: {other:?}"),
         }
     }
     assert!(!s.has_dirty());
-    assert_eq!(s.list(None, 10, 0).len(), 0);
+    assert_eq!(s.list(None, 10, Now::both(0)).len(), 0);
     consistent(&s);
 }
 
@@ -160,9 +164,9 @@ fn admission_stops_at_max_active_jobs() {
         },
         slog::Logger::root(slog::Discard, slog::o!()),
     );
-    accepted(s.submit(echo("1"), 0));
-    accepted(s.submit(echo("2"), 0));
-    match s.submit(echo("3"), 0) {
+    accepted(s.submit(echo("1"), Now::both(0)));
+    accepted(s.submit(echo("2"), Now::both(0)));
+    match s.submit(echo("3"), Now::both(0)) {
         SubmitAnswer::Rejected(r) => assert_eq!(r.reason, "max-active-jobs (2) reached"),
         other => panic!("admitted: {other:?}"),
     }
@@ -171,7 +175,7 @@ fn admission_stops_at_max_active_jobs() {
 #[test]
 fn unadvertised_task_type_is_accepted_with_a_note() {
     let mut s = state();
-    match s.submit(echo("x"), 0) {
+    match s.submit(echo("x"), Now::both(0)) {
         SubmitAnswer::Accepted { no_worker, .. } => assert!(no_worker),
         other => panic!("{other:?}"),
     }
@@ -180,34 +184,34 @@ fn unadvertised_task_type_is_accepted_with_a_note() {
 #[test]
 fn failed_attempts_back_off_then_fail_with_the_last_error() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
-    let job = accepted(s.submit(echo("x"), 0));
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
+    let job = accepted(s.submit(echo("x"), Now::both(0)));
     let mut now = 0;
     for attempt in 1..=3u32 {
-        s.sweep(now);
+        s.sweep(Now::both(now));
         let (_, _, lease) = *assignments(&s.take_effects()).first().expect("assigned");
         s.task_result(
             &w("a"),
             job,
             lease,
             TaskOutcome::failed(format!("boom {attempt}")),
-            now,
+            Now::both(now),
         )
         .expect("applied");
         consistent(&s);
-        let view = s.status(job, 0).expect("exists");
+        let view = s.status(job, Now::both(0)).expect("exists");
         if attempt < 3 {
             assert_eq!(view.state, JobState::RetryWait);
             let delay = 1000 * 2i64.pow(attempt - 1);
             assert_eq!(view.next_retry_at, Some(now + delay));
-            s.heartbeat(&w("a"), SessionId(1), now + delay - 1);
-            s.sweep(now + delay - 1);
+            s.heartbeat(&w("a"), SessionId(1), Now::both(now + delay - 1));
+            s.sweep(Now::both(now + delay - 1));
             assert!(
                 assignments(&s.take_effects()).is_empty(),
                 "not before its time"
             );
             now += delay;
-            s.heartbeat(&w("a"), SessionId(1), now);
+            s.heartbeat(&w("a"), SessionId(1), Now::both(now));
         } else {
             assert_eq!(view.state, JobState::Failed);
             assert_eq!(view.error.as_deref(), Some("boom 3"));
@@ -227,14 +231,20 @@ fn failed_attempts_back_off_then_fail_with_the_last_error() {
 #[test]
 fn stale_results_are_dropped_and_change_nothing() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
-    let job = accepted(s.submit(echo("x"), 0));
-    s.schedule(0);
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
+    let job = accepted(s.submit(echo("x"), Now::both(0)));
+    s.schedule(Now::both(0));
     s.take_effects();
     s.take_dirty();
     let wrong = LeaseId::new_random();
     assert!(s
-        .task_result(&w("a"), job, wrong, TaskOutcome::Succeeded(vec![]), 1)
+        .task_result(
+            &w("a"),
+            job,
+            wrong,
+            TaskOutcome::Succeeded(vec![]),
+            Now::both(1)
+        )
         .is_err());
     assert!(s
         .task_result(
@@ -242,10 +252,13 @@ fn stale_results_are_dropped_and_change_nothing() {
             JobId::mint(),
             wrong,
             TaskOutcome::Succeeded(vec![]),
-            1
+            Now::both(1)
         )
         .is_err());
-    assert_eq!(s.status(job, 0).map(|v| v.state), Some(JobState::Running));
+    assert_eq!(
+        s.status(job, Now::both(0)).map(|v| v.state),
+        Some(JobState::Running)
+    );
     assert!(!s.has_dirty());
     consistent(&s);
 }
@@ -253,21 +266,25 @@ fn stale_results_are_dropped_and_change_nothing() {
 #[test]
 fn silent_worker_is_dead_after_the_timeout_and_not_before() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
-    let job = accepted(s.submit(echo("x"), 0));
-    s.schedule(0);
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
+    let job = accepted(s.submit(echo("x"), Now::both(0)));
+    s.schedule(Now::both(0));
     s.take_effects();
-    s.sweep(6000);
-    assert_eq!(s.worker_views().len(), 1, "exactly at the timeout: alive");
-    s.sweep(6001);
+    s.sweep(Now::both(6000));
+    assert_eq!(
+        s.worker_views(Now::both(0)).len(),
+        1,
+        "exactly at the timeout: alive"
+    );
+    s.sweep(Now::both(6001));
     consistent(&s);
-    assert!(s.worker_views().is_empty());
+    assert!(s.worker_views(Now::both(0)).is_empty());
     let effects = s.take_effects();
     assert!(effects.contains(&Effect::CloseWorker {
         session: SessionId(1),
         reason: "no heartbeat for 6000 ms".into()
     }));
-    let view = s.status(job, 0).expect("exists");
+    let view = s.status(job, Now::both(0)).expect("exists");
     assert_eq!(view.state, JobState::RetryWait);
     assert_eq!(view.next_retry_at, Some(6001 + 1000));
     assert_eq!(
@@ -283,55 +300,64 @@ fn silent_worker_is_dead_after_the_timeout_and_not_before() {
 #[test]
 fn expired_deadline_cancels_on_the_worker_and_retries() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
     let job = accepted(s.submit(
         SubmitRequest {
             timeout_ms: Some(500),
             ..echo("x")
         },
-        0,
+        Now::both(0),
     ));
-    s.schedule(0);
+    s.schedule(Now::both(0));
     let (_, _, lease) = assignments(&s.take_effects())[0];
-    s.sweep(500);
+    s.sweep(Now::both(500));
     assert!(assignments(&s.take_effects()).is_empty());
-    s.sweep(501);
+    s.sweep(Now::both(501));
     consistent(&s);
     let effects = s.take_effects();
     assert!(effects.contains(&Effect::SendWorker {
         session: SessionId(1),
         frame: CoordinatorToWorker::TaskCancel { job_id: job, lease }
     }));
-    assert_eq!(s.status(job, 0).map(|v| v.state), Some(JobState::RetryWait));
+    assert_eq!(
+        s.status(job, Now::both(0)).map(|v| v.state),
+        Some(JobState::RetryWait)
+    );
     assert!(s
-        .task_result(&w("a"), job, lease, TaskOutcome::Succeeded(vec![]), 502)
+        .task_result(
+            &w("a"),
+            job,
+            lease,
+            TaskOutcome::Succeeded(vec![]),
+            Now::both(502)
+        )
         .is_err());
 }
 
 #[test]
 fn disconnect_of_a_replaced_session_changes_nothing() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
-    s.register_worker(w("a"), SessionId(2), 1, vec!["echo".into()], 0);
-    s.worker_lost(&w("a"), SessionId(1), "connection closed", 1);
-    assert_eq!(s.worker_views().len(), 1);
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
+    s.register_worker(w("a"), SessionId(2), 1, vec!["echo".into()], Now::both(0));
+    s.worker_lost(&w("a"), SessionId(1), "connection closed", Now::both(1));
+    assert_eq!(s.worker_views(Now::both(0)).len(), 1);
     consistent(&s);
 }
 
 #[test]
 fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], 0);
-    let first = accepted(s.submit(echo("1"), 0));
+    s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], Now::both(0));
+    let first = accepted(s.submit(echo("1"), Now::both(0)));
     let last = accepted(s.submit(
         SubmitRequest {
             max_attempts: Some(1),
             ..echo("2")
         },
-        0,
+        Now::both(0),
     ));
-    let queued = accepted(s.submit(echo("3"), 0));
-    s.schedule(0);
+    let queued = accepted(s.submit(echo("3"), Now::both(0)));
+    s.schedule(Now::both(0));
     let mut rows: Vec<Job> = [first, last]
         .iter()
         .filter_map(|id| s.job(*id).cloned())
@@ -341,7 +367,7 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
     rows.push(queued_row);
 
     let mut recovered = state();
-    let summary = recovered.recover(rows, 100);
+    let summary = recovered.recover(rows, Now::both(100));
     assert_eq!(
         summary,
         RecoverySummary {
@@ -353,10 +379,10 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
     );
     consistent(&recovered);
     assert_eq!(
-        recovered.status(first, 0).map(|v| v.state),
+        recovered.status(first, Now::both(0)).map(|v| v.state),
         Some(JobState::Queued)
     );
-    let failed = recovered.status(last, 0).expect("exists");
+    let failed = recovered.status(last, Now::both(0)).expect("exists");
     assert_eq!(failed.state, JobState::Failed);
     assert_eq!(
         failed.error.as_deref(),
@@ -365,7 +391,7 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
     assert_eq!(recovered.active_jobs(), 2);
     let dirty: Vec<JobId> = recovered.take_dirty().iter().map(|j| j.id).collect();
     assert_eq!(dirty.len(), 2, "only rewritten rows are persisted again");
-    let next = accepted(recovered.submit(echo("4"), 200));
+    let next = accepted(recovered.submit(echo("4"), Now::both(200)));
     assert_eq!(recovered.job(next).map(|j| j.sequence), Some(4));
 }
 
@@ -373,11 +399,15 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
 fn list_is_newest_first_and_filters_by_state() {
     let mut s = state();
     let ids: Vec<JobId> = (0..3)
-        .map(|i| accepted(s.submit(echo(&i.to_string()), i)))
+        .map(|i| accepted(s.submit(echo(&i.to_string()), Now::both(i))))
         .collect();
-    let listed: Vec<JobId> = s.list(None, 2, 0).iter().map(|v| v.job_id).collect();
+    let listed: Vec<JobId> = s
+        .list(None, 2, Now::both(0))
+        .iter()
+        .map(|v| v.job_id)
+        .collect();
     assert_eq!(listed, vec![ids[2], ids[1]]);
-    assert!(s.list(Some(JobState::Running), 10, 0).is_empty());
+    assert!(s.list(Some(JobState::Running), 10, Now::both(0)).is_empty());
 }
 
 #[test]
@@ -387,34 +417,34 @@ fn same_idempotency_key_returns_the_same_job_also_after_recovery() {
         idempotency_key: Some("order-7".into()),
         ..echo("x")
     };
-    let first = accepted(s.submit(keyed(), 0));
+    let first = accepted(s.submit(keyed(), Now::both(0)));
     s.take_dirty();
     let rows = stored_rows(&s);
-    assert_eq!(accepted(s.submit(keyed(), 1)), first);
+    assert_eq!(accepted(s.submit(keyed(), Now::both(1))), first);
     assert!(!s.has_dirty(), "the repeat stored nothing");
-    assert_eq!(s.list(None, 10, 0).len(), 1);
+    assert_eq!(s.list(None, 10, Now::both(0)).len(), 1);
     consistent(&s);
 
     let mut recovered = state();
-    recovered.recover(rows, 2);
-    assert_eq!(accepted(recovered.submit(keyed(), 3)), first);
-    assert_eq!(recovered.list(None, 10, 0).len(), 1);
+    recovered.recover(rows, Now::both(2));
+    assert_eq!(accepted(recovered.submit(keyed(), Now::both(3))), first);
+    assert_eq!(recovered.list(None, 10, Now::both(0)).len(), 1);
     let empty_key = SubmitRequest {
         idempotency_key: Some(String::new()),
         ..echo("x")
     };
     assert!(
-        matches!(recovered.submit(empty_key, 4), SubmitAnswer::Rejected(r) if r.reason.starts_with("idempotency_key"))
+        matches!(recovered.submit(empty_key, Now::both(4)), SubmitAnswer::Rejected(r) if r.reason.starts_with("idempotency_key"))
     );
 }
 
 #[test]
 fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], 0);
-    let waiting = accepted(s.submit(echo("retry"), 0));
-    let done = accepted(s.submit(echo("done"), 0));
-    s.schedule(0);
+    s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], Now::both(0));
+    let waiting = accepted(s.submit(echo("retry"), Now::both(0)));
+    let done = accepted(s.submit(echo("done"), Now::both(0)));
+    s.schedule(Now::both(0));
     let leases: Vec<(JobId, LeaseId)> = assignments(&s.take_effects())
         .into_iter()
         .map(|(_, job, lease)| (job, lease))
@@ -425,7 +455,7 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         } else {
             TaskOutcome::Succeeded(b"ok".to_vec())
         };
-        s.task_result(&w("a"), job, lease, outcome, 10)
+        s.task_result(&w("a"), job, lease, outcome, Now::both(10))
             .expect("applied");
     }
     let rows: Vec<Job> = [waiting, done]
@@ -434,7 +464,7 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         .collect();
 
     let mut recovered = state();
-    let summary = recovered.recover(rows.clone(), 20);
+    let summary = recovered.recover(rows.clone(), Now::both(20));
     assert_eq!(
         summary,
         RecoverySummary {
@@ -453,13 +483,13 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         assert_eq!(recovered.job(row.id), Some(row));
     }
     assert_eq!(recovered.active_jobs(), 1);
-    recovered.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], 20);
-    recovered.sweep(10 + 999);
+    recovered.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], Now::both(20));
+    recovered.sweep(Now::both(10 + 999));
     assert!(
         assignments(&recovered.take_effects()).is_empty(),
         "retry not due yet"
     );
-    recovered.sweep(10 + 1000);
+    recovered.sweep(Now::both(10 + 1000));
     assert_eq!(
         assignments(&recovered.take_effects()).len(),
         1,
@@ -471,28 +501,28 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
 #[test]
 fn a_delayed_job_waits_for_its_time_also_after_recovery() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
     let delayed = SubmitRequest {
         delay_ms: Some(1000),
         ..echo("later")
     };
-    let job = accepted(s.submit(delayed, 0));
-    s.schedule(0);
+    let job = accepted(s.submit(delayed, Now::both(0)));
+    s.schedule(Now::both(0));
     consistent(&s);
     assert!(assignments(&s.take_effects()).is_empty());
     let rows = stored_rows(&s);
 
     let mut recovered = state();
-    recovered.recover(rows, 500);
-    recovered.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], 500);
+    recovered.recover(rows, Now::both(500));
+    recovered.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], Now::both(500));
     recovered.take_effects();
-    recovered.sweep(999);
+    recovered.sweep(Now::both(999));
     consistent(&recovered);
     assert!(
         assignments(&recovered.take_effects()).is_empty(),
         "not before its time"
     );
-    recovered.sweep(1000);
+    recovered.sweep(Now::both(1000));
     consistent(&recovered);
     let assigned: Vec<JobId> = assignments(&recovered.take_effects())
         .iter()
@@ -504,23 +534,23 @@ fn a_delayed_job_waits_for_its_time_also_after_recovery() {
 #[test]
 fn cancel_and_requeue_keep_the_admission_count_and_indexes_right() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], 0);
-    let running = accepted(s.submit(echo("run"), 0));
-    let queued = accepted(s.submit(echo("wait"), 0));
-    s.schedule(0);
+    s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
+    let running = accepted(s.submit(echo("run"), Now::both(0)));
+    let queued = accepted(s.submit(echo("wait"), Now::both(0)));
+    s.schedule(Now::both(0));
     s.take_effects();
-    assert_eq!(s.cancel(queued, 1), Ok(()));
-    assert_eq!(s.cancel(running, 1), Ok(()));
+    assert_eq!(s.cancel(queued, Now::both(1)), Ok(()));
+    assert_eq!(s.cancel(running, Now::both(1)), Ok(()));
     consistent(&s);
     assert_eq!(s.active_jobs(), 0);
     assert_eq!(
-        s.cancel(running, 2),
+        s.cancel(running, Now::both(2)),
         Err(CancelRefused::AlreadyFinished(JobState::Cancelled))
     );
-    assert_eq!(s.requeue(running, 3), Ok(()));
+    assert_eq!(s.requeue(running, Now::both(3)), Ok(()));
     consistent(&s);
     assert_eq!(s.active_jobs(), 1);
-    s.schedule(3);
+    s.schedule(Now::both(3));
     let assigned: Vec<JobId> = assignments(&s.take_effects()).iter().map(|a| a.1).collect();
     assert_eq!(
         assigned,
@@ -528,7 +558,7 @@ fn cancel_and_requeue_keep_the_admission_count_and_indexes_right() {
         "the freed slot runs the requeued job"
     );
     assert_eq!(
-        s.requeue(running, 4),
+        s.requeue(running, Now::both(4)),
         Err(RequeueRefused::NotFailed(JobState::Running))
     );
 }
@@ -536,10 +566,10 @@ fn cancel_and_requeue_keep_the_admission_count_and_indexes_right() {
 #[test]
 fn a_refused_transition_changes_nothing_and_names_the_move() {
     let mut s = state();
-    let job = accepted(s.submit(echo("x"), 0));
+    let job = accepted(s.submit(echo("x"), Now::both(0)));
     s.take_dirty();
     let before = s.job(job).cloned();
-    let refused = s.transition(job, JobState::Succeeded, 1, |j| j.attempts = 99);
+    let refused = s.transition(job, JobState::Succeeded, Now::both(1), |j| j.attempts = 99);
     assert_eq!(
         refused,
         Err(TransitionRefused::Illegal {
@@ -553,7 +583,7 @@ fn a_refused_transition_changes_nothing_and_names_the_move() {
     consistent(&s);
     let unknown = JobId::mint();
     assert_eq!(
-        s.transition(unknown, JobState::Running, 1, |_| {}),
+        s.transition(unknown, JobState::Running, Now::both(1), |_| {}),
         Err(TransitionRefused::UnknownJob(unknown))
     );
 }
@@ -561,8 +591,8 @@ fn a_refused_transition_changes_nothing_and_names_the_move() {
 #[test]
 fn the_invariant_check_names_a_slot_held_for_a_job_that_is_not_running() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], 0);
-    let job = accepted(s.submit(echo("x"), 0));
+    s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], Now::both(0));
+    let job = accepted(s.submit(echo("x"), Now::both(0)));
     consistent(&s);
     s.workers.start_job(&w("a"), job);
     let err = s.check_invariants().expect_err("a leaked slot");
@@ -575,22 +605,37 @@ fn the_invariant_check_names_a_slot_held_for_a_job_that_is_not_running() {
 #[test]
 fn a_retry_of_every_failed_job_requeues_at_most_its_limit_oldest_first() {
     let mut s = state();
-    s.register_worker(w("a"), SessionId(1), 3, vec!["echo".into()], 0);
+    s.register_worker(w("a"), SessionId(1), 3, vec!["echo".into()], Now::both(0));
     let jobs: Vec<JobId> = (0..3)
         .map(|i| {
             let mut req = echo(&format!("{i}"));
             req.max_attempts = Some(1);
-            accepted(s.submit(req, i))
+            accepted(s.submit(req, Now::both(i)))
         })
         .collect();
-    s.schedule(3);
+    s.schedule(Now::both(3));
     for (_, job, lease) in assignments(&s.take_effects()) {
-        s.task_result(&w("a"), job, lease, TaskOutcome::failed("boom"), 4)
-            .expect("applied");
+        s.task_result(
+            &w("a"),
+            job,
+            lease,
+            TaskOutcome::failed("boom"),
+            Now::both(4),
+        )
+        .expect("applied");
     }
-    assert_eq!(s.requeue_failed(None, 2, 5), (jobs[..2].to_vec(), None));
+    assert_eq!(
+        s.requeue_failed(None, 2, Now::both(5)),
+        (jobs[..2].to_vec(), None)
+    );
     consistent(&s);
-    assert_eq!(s.requeue_failed(Some("other"), 2, 6), (vec![], None));
-    assert_eq!(s.requeue_failed(None, 2, 7), (vec![jobs[2]], None));
+    assert_eq!(
+        s.requeue_failed(Some("other"), 2, Now::both(6)),
+        (vec![], None)
+    );
+    assert_eq!(
+        s.requeue_failed(None, 2, Now::both(7)),
+        (vec![jobs[2]], None)
+    );
     assert_eq!(s.active_jobs(), 3);
 }

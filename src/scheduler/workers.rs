@@ -2,6 +2,7 @@
 //! load, indexed so that the least-loaded worker for a task type is found
 //! without scanning every worker.
 
+use crate::clock::Now;
 use crate::protocol::{JobId, WorkerId, WorkerView};
 use crate::scheduler::hash_map::HashMap;
 use std::cmp::Ordering;
@@ -18,8 +19,11 @@ pub struct WorkerEntry {
     pub session: SessionId,
     pub capacity: u32,
     pub task_types: Vec<String>,
+    /// Wall time, shown.
     pub registered_at: i64,
-    pub last_heartbeat_at: i64,
+    /// Monotonic time of the last heartbeat (or of registration): the
+    /// worker's silence is measured from here, whatever the wall clock does.
+    pub last_heartbeat_mono: i64,
     /// Registration order: the last tie-breaker between equally loaded workers.
     pub order: u64,
     /// Jobs this worker is running; its active count.
@@ -121,7 +125,7 @@ impl WorkerRegistry {
         session: SessionId,
         capacity: u32,
         mut task_types: Vec<String>,
-        now: i64,
+        now: Now,
     ) -> Option<WorkerEntry> {
         let previous = self.remove(&id);
         task_types.sort();
@@ -132,8 +136,8 @@ impl WorkerRegistry {
             session,
             capacity,
             task_types,
-            registered_at: now,
-            last_heartbeat_at: now,
+            registered_at: now.wall_ms,
+            last_heartbeat_mono: now.mono_ms,
             order: self.next_order,
             running: BTreeSet::new(),
             draining: false,
@@ -185,11 +189,12 @@ impl WorkerRegistry {
         self.workers.get(id).is_some_and(|w| w.session == session)
     }
 
-    /// Records a heartbeat; false if the worker is not registered.
-    pub fn heartbeat(&mut self, id: &WorkerId, now: i64) -> bool {
+    /// Records a heartbeat at monotonic time `mono`; false if the worker
+    /// is not registered.
+    pub fn heartbeat(&mut self, id: &WorkerId, mono: i64) -> bool {
         match self.workers.get_mut(id) {
             Some(w) => {
-                w.last_heartbeat_at = w.last_heartbeat_at.max(now);
+                w.last_heartbeat_mono = w.last_heartbeat_mono.max(mono);
                 true
             }
             None => false,
@@ -235,17 +240,18 @@ impl WorkerRegistry {
         });
     }
 
-    /// Workers whose last heartbeat is older than `before`.
+    /// Workers whose last heartbeat is older than monotonic time `before`.
     pub fn silent_since(&self, before: i64) -> Vec<(WorkerId, SessionId)> {
         self.workers
             .iter()
-            .filter(|(_, w)| w.last_heartbeat_at < before)
+            .filter(|(_, w)| w.last_heartbeat_mono < before)
             .map(|(id, w)| (id.clone(), w.session))
             .collect()
     }
 
-    /// All workers in registration order.
-    pub fn views(&self) -> Vec<WorkerView> {
+    /// All workers in registration order, as seen at `now`: the last
+    /// heartbeat is shown as the wall time `now` less its age.
+    pub fn views(&self, now: Now) -> Vec<WorkerView> {
         let mut views: Vec<(u64, WorkerView)> = self
             .workers
             .iter()
@@ -256,7 +262,7 @@ impl WorkerRegistry {
                     active: w.running.len() as u32,
                     task_types: w.task_types.clone(),
                     registered_at: w.registered_at,
-                    last_heartbeat_at: w.last_heartbeat_at,
+                    last_heartbeat_at: now.wall_at(w.last_heartbeat_mono),
                     draining: w.draining,
                 };
                 (w.order, view)
@@ -445,7 +451,7 @@ mod tests {
                 SessionId(i as u64),
                 *capacity,
                 vec!["echo".into()],
-                0,
+                Now::both(0),
             );
         }
         r
@@ -488,7 +494,7 @@ mod tests {
         let mut r = registry(&[("a", 1)]);
         r.start_job(&w("a"), JobId::mint());
         let old = r
-            .register(w("a"), SessionId(9), 2, vec!["echo".into()], 5)
+            .register(w("a"), SessionId(9), 2, vec!["echo".into()], Now::both(5))
             .expect("previous entry returned");
         assert_eq!(old.running.len(), 1);
         assert!(r.is_current(&w("a"), SessionId(9)));
@@ -506,7 +512,7 @@ mod tests {
         assert_eq!(r.least_loaded("echo"), Some(&w("b")));
         r.set_draining(&w("b"));
         assert!(!r.has_free("echo"));
-        assert!(r.views().iter().all(|v| v.draining));
+        assert!(r.views(Now::both(0)).iter().all(|v| v.draining));
         r.check_invariants().expect("draining workers are not free");
     }
 
@@ -519,8 +525,20 @@ mod tests {
     fn a_load_change_costs_the_same_however_many_types_a_worker_advertises() {
         let writes_per_job = |task_types: usize| {
             let mut r = WorkerRegistry::default();
-            r.register(w("a"), SessionId(1), 10_000, types(task_types), 0);
-            r.register(w("b"), SessionId(2), 10_000, types(task_types), 0);
+            r.register(
+                w("a"),
+                SessionId(1),
+                10_000,
+                types(task_types),
+                Now::both(0),
+            );
+            r.register(
+                w("b"),
+                SessionId(2),
+                10_000,
+                types(task_types),
+                Now::both(0),
+            );
             let before = r.index_writes();
             for _ in 0..100 {
                 let worker = r.least_loaded("t0").cloned().expect("a free worker");
@@ -540,7 +558,7 @@ mod tests {
         for i in 0..10 {
             let name = format!("w{i}");
             let own: Vec<String> = (0..100).map(|j| format!("w{i}-t{j}")).collect();
-            r.register(w(&name), SessionId(i), 2, own, 0);
+            r.register(w(&name), SessionId(i), 2, own, Now::both(0));
             r.start_job(&w(&name), JobId::mint());
         }
         for i in 0..10 {

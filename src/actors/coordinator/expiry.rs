@@ -7,6 +7,7 @@
 
 use super::Coordinator;
 use crate::actors::persistence::ExpireJobs;
+use crate::clock::Now;
 use crate::store::{ExpiredJob, ExpiryCutoffs};
 use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
 use slog::{info, warn};
@@ -28,7 +29,8 @@ pub struct ExpiryPolicy {
 pub(super) struct ExpiryRun {
     pub(super) link: Recipient<ExpireJobs>,
     pub(super) policy: ExpiryPolicy,
-    /// Wall-clock time of the next look.
+    /// Monotonic time of the next look: a wall-clock step neither stops
+    /// expiry nor makes it look at once.
     pub(super) next_at: i64,
     pub(super) in_flight: bool,
 }
@@ -40,17 +42,18 @@ fn before(now: i64, retention_ms: u64) -> i64 {
 impl Coordinator {
     /// Asks for the next batch of expired jobs if one is due and none is
     /// being deleted. Never waits.
-    pub(super) fn expire_if_due(&mut self, now: i64, ctx: &mut Context<Self>) {
+    /// The cutoffs are wall times, since the stored `finished_at` are.
+    pub(super) fn expire_if_due(&mut self, now: Now, ctx: &mut Context<Self>) {
         let Some(run) = self.expiry.as_mut() else {
             return;
         };
-        if run.in_flight || now < run.next_at {
+        if run.in_flight || now.mono_ms < run.next_at {
             return;
         }
         run.in_flight = true;
         let cutoffs = ExpiryCutoffs {
-            finished_before: before(now, run.policy.job_retention_ms),
-            failed_before: before(now, run.policy.failed_retention_ms),
+            finished_before: before(now.wall_ms, run.policy.job_retention_ms),
+            failed_before: before(now.wall_ms, run.policy.failed_retention_ms),
         };
         let sent = run.link.send(ExpireJobs {
             cutoffs,
@@ -62,7 +65,7 @@ impl Coordinator {
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(e) => Err(format!("persistence unavailable: {e}")),
             };
-            act.expired(now, outcome, ctx);
+            act.expired(now.mono_ms, outcome, ctx);
         }));
     }
 

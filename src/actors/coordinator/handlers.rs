@@ -5,6 +5,7 @@ use super::history_reads::Reply;
 use super::messages::*;
 use super::Coordinator;
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
+use crate::clock::Now;
 use crate::protocol::{
     ClientRequest, ClientResponse, JobId, Progress, SubmitRequest, MAX_LIST_JOBS, MAX_REQUEUE_JOBS,
 };
@@ -70,7 +71,7 @@ impl Handler<WorkerTaskProgress> for Coordinator {
         let progress = Progress {
             percent: m.percent.min(100),
             message: m.message,
-            at: self.now(),
+            at: self.now().wall_ms,
         };
         self.state
             .task_progress(&m.worker_id, m.job_id, m.lease, progress);
@@ -195,7 +196,7 @@ impl Coordinator {
         })
     }
 
-    fn apply_request(&mut self, request: ClientRequest, now: i64) -> ClientResponse {
+    fn apply_request(&mut self, request: ClientRequest, now: Now) -> ClientResponse {
         match request {
             ClientRequest::Submit(req) => {
                 let answer = self.state.submit(req, now);
@@ -221,13 +222,13 @@ impl Coordinator {
             ClientRequest::RequeueFailed { task_type } => {
                 self.requeue_failed(task_type.as_deref(), now)
             }
-            ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views()),
+            ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views(now)),
             // Sessions answer pings themselves; one forwarded here is harmless.
             ClientRequest::Ping => ClientResponse::Pong,
         }
     }
 
-    fn cancel(&mut self, job_id: JobId, now: i64) -> ClientResponse {
+    fn cancel(&mut self, job_id: JobId, now: Now) -> ClientResponse {
         match self.state.cancel(job_id, now) {
             Ok(()) => {
                 // A cancelled RUNNING job freed a slot.
@@ -242,13 +243,13 @@ impl Coordinator {
     }
 
     /// Requeues at most `MAX_REQUEUE_JOBS` of the FAILED jobs in memory.
-    pub(super) fn requeue_failed(&mut self, task_type: Option<&str>, now: i64) -> ClientResponse {
+    pub(super) fn requeue_failed(&mut self, task_type: Option<&str>, now: Now) -> ClientResponse {
         let (job_ids, refused) = self.state.requeue_failed(task_type, MAX_REQUEUE_JOBS, now);
         self.state.schedule(now);
         ClientResponse::Requeued { job_ids, refused }
     }
 
-    pub(super) fn requeue(&mut self, job_id: JobId, now: i64) -> ClientResponse {
+    pub(super) fn requeue(&mut self, job_id: JobId, now: Now) -> ClientResponse {
         let reason = match self.state.requeue(job_id, now) {
             Ok(()) => {
                 self.state.schedule(now);
@@ -266,7 +267,7 @@ impl Coordinator {
         ClientResponse::RequeueRefused { job_id, reason }
     }
 
-    fn job_response(&self, job_id: JobId, now: i64) -> ClientResponse {
+    fn job_response(&self, job_id: JobId, now: Now) -> ClientResponse {
         match self.state.status(job_id, now) {
             Some(view) => ClientResponse::Job(Box::new(view)),
             None => ClientResponse::NotFound { job_id },
@@ -276,7 +277,7 @@ impl Coordinator {
     fn submit_all(
         &mut self,
         reqs: Vec<SubmitRequest>,
-        now: i64,
+        now: Now,
     ) -> Vec<crate::protocol::SubmitAnswer> {
         let answers = reqs
             .into_iter()

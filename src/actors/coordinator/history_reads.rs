@@ -36,6 +36,7 @@ use super::messages::QueryKind;
 use super::Coordinator;
 use crate::actors::history::{Found, HistoryQuery, ReadHistory};
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
+use crate::clock::Now;
 use crate::protocol::{
     ClientRequest, ClientResponse, JobId, JobList, JobState, JobView, MAX_REQUEUE_JOBS,
 };
@@ -274,7 +275,7 @@ impl Coordinator {
     /// The stored jobs as clients see them now: memory's version of each
     /// job still held, dropped if it no longer matches the filter or has
     /// moved in the order (a requeue orders it as if submitted anew).
-    fn overlay(&self, filter: &PageFilter, jobs: Vec<Job>, now: i64) -> Vec<JobView> {
+    fn overlay(&self, filter: &PageFilter, jobs: Vec<Job>, now: Now) -> Vec<JobView> {
         jobs.into_iter()
             .filter_map(|job| match self.state.job(job.id) {
                 Some(held) => (filter.state.is_none_or(|s| held.state == s)

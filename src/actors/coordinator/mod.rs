@@ -13,7 +13,7 @@ pub mod messages;
 use crate::actors::history::HistoryLink;
 use crate::actors::outbox::{Delivery, SendToWorker};
 use crate::actors::persistence::{CommitBatch, ExpireJobs, PersistenceLink, StageRows};
-use crate::clock::Clock;
+use crate::clock::{Clock, Now};
 use crate::protocol::{CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
 use actix::{Actor, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture};
@@ -135,8 +135,9 @@ impl Coordinator {
         self
     }
 
-    fn now(&self) -> i64 {
-        self.clock.now_millis()
+    /// Both clocks, read once per handler.
+    fn now(&self) -> Now {
+        self.clock.now()
     }
 
     /// Ends every handler: holds the step's effects (and `answer`, if any)
