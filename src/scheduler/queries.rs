@@ -1,7 +1,7 @@
 //! Read-only views of the coordinator's state: job and worker snapshots,
 //! pages of jobs, and the invariant check tests run after every step.
 
-use crate::protocol::{JobId, JobList, JobState, JobView, WorkerId, WorkerView};
+use crate::protocol::{JobId, JobList, JobState, JobSummary, JobView, WorkerId, WorkerView};
 use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::Job;
 use crate::scheduler::state::CoordinatorState;
@@ -16,11 +16,12 @@ impl CoordinatorState {
     /// Up to `limit` jobs as seen at `now`, newest submission first,
     /// optionally of one state.
     pub fn list(&self, state: Option<JobState>, limit: usize, now: i64) -> Vec<JobView> {
-        self.list_page(state, None, limit, now).jobs
+        self.list_after(state, None, None, limit, now).jobs
     }
 
-    /// Up to `limit` jobs, newest submission first, filtered by state and
-    /// task type, with the count of jobs per state (of that task type).
+    /// Up to `limit` job summaries, newest submission first, filtered by
+    /// state and task type, with the count of jobs per state (of that task
+    /// type).
     pub fn list_page(
         &self,
         state: Option<JobState>,
@@ -28,20 +29,7 @@ impl CoordinatorState {
         limit: usize,
         now: i64,
     ) -> JobList {
-        let jobs = self
-            .by_sequence
-            .iter()
-            .rev()
-            .filter_map(|key| self.jobs.get(&key.2))
-            .filter(|job| state.is_none_or(|s| job.state == s))
-            .filter(|job| task_type.is_none_or(|t| job.task_type == t))
-            .take(limit)
-            .map(|job| self.view(job, now))
-            .collect();
-        JobList {
-            jobs,
-            counts: self.state_counts.counts(task_type),
-        }
+        self.list_summaries(state, task_type, None, limit, now)
     }
 
     /// The job as a client sees it at `now`, whether held in memory or
@@ -49,6 +37,12 @@ impl CoordinatorState {
     pub fn view(&self, job: &Job, now: i64) -> JobView {
         let no_worker = !self.workers.advertised(&job.task_type);
         job.view(no_worker, now, self.policy.aging_step_ms)
+    }
+
+    /// The job's summary at `now`, whether held in memory or read back.
+    pub fn summary(&self, job: &Job, now: i64) -> JobSummary {
+        let no_worker = !self.workers.advertised(&job.task_type);
+        job.summary(no_worker, now, self.policy.aging_step_ms)
     }
 
     /// True when `worker` is registered through exactly `session`.

@@ -27,11 +27,12 @@
 //! An answer from the database is held in the outbox like any other
 //! (behind the newest batch sent), so it never overtakes what is durable.
 
+use super::handlers::chunk_response;
 use super::messages::QueryKind;
 use super::Coordinator;
 use crate::actors::history::{Found, HistoryQuery, ReadHistory};
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
-use crate::protocol::{ClientRequest, ClientResponse, JobId, JobList, JobState, JobView};
+use crate::protocol::{ByteField, ClientRequest, ClientResponse, JobId, JobList, JobState};
 use crate::scheduler::{Job, JobPage, PageCursor};
 use crate::store::PageFilter;
 use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
@@ -51,8 +52,19 @@ pub(super) enum HistoryRead {
     /// A requeue of a job not in memory: the stored job is brought back
     /// into memory and requeued there, as if it had never left.
     Requeue(JobId),
-    /// A TCP `List`: one page, no cursor.
-    List(PageFilter),
+    /// A TCP `List`: summaries of `limit` jobs after the cursor in
+    /// `filter.before`.
+    List {
+        filter: PageFilter,
+        limit: usize,
+    },
+    /// A `ReadChunk` of a job not in memory.
+    Chunk {
+        job_id: JobId,
+        field: ByteField,
+        offset: u64,
+        max_bytes: u32,
+    },
     /// An HTTP page: `limit` jobs after the cursor in `filter.before`.
     Page {
         filter: PageFilter,
@@ -63,13 +75,30 @@ pub(super) enum HistoryRead {
 impl HistoryRead {
     fn query(&self) -> HistoryQuery {
         match self {
-            HistoryRead::Status(id) | HistoryRead::Cancel(id) | HistoryRead::Requeue(id) => {
-                HistoryQuery::Job(*id)
-            }
-            HistoryRead::List(filter) | HistoryRead::Page { filter, .. } => {
+            HistoryRead::Status(id)
+            | HistoryRead::Cancel(id)
+            | HistoryRead::Requeue(id)
+            | HistoryRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
+            HistoryRead::List { filter, .. } | HistoryRead::Page { filter, .. } => {
                 HistoryQuery::Page(filter.clone())
             }
         }
+    }
+}
+
+/// The stored jobs of a page of `limit` after `cursor`: one more than
+/// asked, to know whether a next page exists.
+fn page_filter(
+    state: Option<JobState>,
+    task_type: &Option<String>,
+    cursor: Option<PageCursor>,
+    limit: usize,
+) -> PageFilter {
+    PageFilter {
+        state,
+        task_type: task_type.clone(),
+        before: cursor.map(|c| c.0),
+        limit: limit.saturating_add(1),
     }
 }
 
@@ -92,16 +121,26 @@ impl Coordinator {
             ClientRequest::Requeue { job_id } if !self.state.holds(*job_id) => {
                 Some(HistoryRead::Requeue(*job_id))
             }
+            ClientRequest::ReadChunk {
+                job_id,
+                field,
+                offset,
+                max_bytes,
+            } if !self.state.holds(*job_id) => Some(HistoryRead::Chunk {
+                job_id: *job_id,
+                field: *field,
+                offset: *offset,
+                max_bytes: *max_bytes,
+            }),
             ClientRequest::List {
                 state,
                 limit,
                 task_type,
-            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::List(PageFilter {
-                state: *state,
-                task_type: task_type.clone(),
-                before: None,
+                cursor,
+            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::List {
+                filter: page_filter(*state, task_type, *cursor, *limit as usize),
                 limit: *limit as usize,
-            })),
+            }),
             _ => None,
         }
     }
@@ -116,13 +155,7 @@ impl Coordinator {
                 cursor,
                 limit,
             } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::Page {
-                filter: PageFilter {
-                    state: *state,
-                    task_type: task_type.clone(),
-                    before: cursor.map(|c| c.0),
-                    // One more than asked, to know whether a next page exists.
-                    limit: limit.saturating_add(1),
-                },
+                filter: page_filter(*state, task_type, *cursor, *limit),
                 limit: *limit,
             }),
             _ => None,
@@ -180,7 +213,14 @@ impl Coordinator {
             Reply::Query(to, request_id) => {
                 let result = match (read, found) {
                     (HistoryRead::Page { filter, limit }, Ok(Found::Jobs(jobs))) => {
-                        QueryResult::Jobs(self.job_page(&filter, jobs, limit))
+                        let now = self.now();
+                        let (jobs, next) =
+                            self.page_of(&filter, jobs, limit, |job| self.state.view(job, now));
+                        QueryResult::Jobs(JobPage {
+                            jobs,
+                            next,
+                            counts: self.state.state_counts(filter.task_type.as_deref()),
+                        })
                     }
                     (_, Err(reason)) => QueryResult::NotReady { reason },
                     (_, Ok(_)) => QueryResult::NotReady {
@@ -206,10 +246,27 @@ impl Coordinator {
                 },
                 None => ClientResponse::NotFound { job_id },
             },
-            (HistoryRead::List(filter), Found::Jobs(jobs)) => ClientResponse::Jobs(JobList {
-                jobs: self.overlay(&filter, jobs, now),
-                counts: self.state.state_counts(filter.task_type.as_deref()),
-            }),
+            (HistoryRead::List { filter, limit }, Found::Jobs(jobs)) => {
+                let (jobs, next) =
+                    self.page_of(&filter, jobs, limit, |job| self.state.summary(job, now));
+                ClientResponse::Jobs(JobList {
+                    jobs,
+                    next,
+                    counts: self.state.state_counts(filter.task_type.as_deref()),
+                })
+            }
+            (
+                HistoryRead::Chunk {
+                    job_id,
+                    field,
+                    offset,
+                    max_bytes,
+                },
+                Found::Job(job),
+            ) => {
+                let job = self.fresh(job, job_id);
+                chunk_response(job_id, job.as_ref(), field, offset, max_bytes)
+            }
             _ => ClientResponse::Overloaded {
                 reason: "history read answered the wrong query".into(),
             },
@@ -239,31 +296,33 @@ impl Coordinator {
         }
     }
 
-    /// The stored jobs as clients see them now: memory's version of each
-    /// job still held, dropped if it no longer matches the filter or has
-    /// moved in the order (a requeue orders it as if submitted anew).
-    fn overlay(&self, filter: &PageFilter, jobs: Vec<Job>, now: i64) -> Vec<JobView> {
-        jobs.into_iter()
-            .filter_map(|job| match self.state.job(job.id) {
-                Some(held) => (filter.state.is_none_or(|s| held.state == s)
-                    && held.order_key() == job.order_key())
-                .then(|| self.state.view(held, now)),
-                None => Some(self.state.view(&job, now)),
-            })
-            .collect()
-    }
-
-    fn job_page(&self, filter: &PageFilter, mut jobs: Vec<Job>, limit: usize) -> JobPage {
+    /// The stored jobs as clients see them now (each shown by `show`):
+    /// memory's version of each job still held, dropped if it no longer
+    /// matches the filter or has moved in the order (a requeue orders it as
+    /// if submitted anew). At most `limit` of them, and the cursor of the
+    /// next page when the read found more.
+    fn page_of<T>(
+        &self,
+        filter: &PageFilter,
+        mut jobs: Vec<Job>,
+        limit: usize,
+        show: impl Fn(&Job) -> T,
+    ) -> (Vec<T>, Option<PageCursor>) {
         let more = jobs.len() > limit;
         jobs.truncate(limit);
         let next = jobs
             .last()
             .filter(|_| more)
             .map(|job| PageCursor(job.order_key()));
-        JobPage {
-            jobs: self.overlay(filter, jobs, self.now()),
-            next,
-            counts: self.state.state_counts(filter.task_type.as_deref()),
-        }
+        let shown = jobs
+            .into_iter()
+            .filter_map(|job| match self.state.job(job.id) {
+                Some(held) => (filter.state.is_none_or(|s| held.state == s)
+                    && held.order_key() == job.order_key())
+                .then(|| show(held)),
+                None => Some(show(&job)),
+            })
+            .collect();
+        (shown, next)
     }
 }
