@@ -71,6 +71,15 @@ pub fn fit_response(response: ClientResponse, max_frame_bytes: usize) -> ClientR
             fit_view(*view, budget).map(|v| ClientResponse::Job(Box::new(v)))
         }
         ClientResponse::Jobs(list) => fit_list(list, budget).map(ClientResponse::Jobs),
+        // A few ids and a reason: far below the smallest frame, not measured
+        // (so the hot path of submissions pays nothing for this).
+        small @ (ClientResponse::Submitted(_)
+        | ClientResponse::NotFound { .. }
+        | ClientResponse::CancelRefused { .. }
+        | ClientResponse::Overloaded { .. }
+        | ClientResponse::Pong
+        | ClientResponse::ChunkRefused { .. }
+        | ClientResponse::AnswerTooLarge { .. }) => Ok(small),
         other => match encoded_len(&other) {
             size if size <= budget => Ok(other),
             size => Err(size),
