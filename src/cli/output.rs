@@ -5,6 +5,9 @@
 //! names, times as unix milliseconds, `payload` as the decoded JSON value,
 //! `result` as a string when it is UTF-8, and `result_hex` (lowercase hex)
 //! when it is not. `payload_hex` likewise when the payload is not decodable.
+//! `payload_bytes` and `result_bytes` give the sizes; `payload_omitted`,
+//! `result_omitted` and `history_omitted` say what the coordinator left out
+//! to fit one frame (an omitted payload is `null`, with no `payload_hex`).
 
 use crate::cli::exit::CliError;
 use crate::cli::time::format_millis;
@@ -63,6 +66,7 @@ pub fn submitted(job_id: JobId, no_worker: bool, as_json: bool) -> String {
 /// A job as JSON (shape in the module docs).
 pub fn job_json(job: &JobView) -> Value {
     let (payload, payload_hex) = match decode_value(&job.payload) {
+        _ if job.payload_omitted => (Value::Null, None),
         Ok(value) => (value, None),
         Err(_) => (Value::Null, Some(hex(&job.payload))),
     };
@@ -545,6 +549,35 @@ mod tests {
         };
         let text = workers_table(&[worker.clone(), worker]);
         assert_eq!(text.lines().count(), 3);
+    }
+
+    #[test]
+    fn left_out_fields_show_their_size_and_the_command_that_prints_them() {
+        let view = JobView {
+            payload: vec![],
+            payload_omitted: true,
+            payload_bytes: 250_011,
+            result: None,
+            result_omitted: true,
+            result_bytes: Some(900_000),
+            history_omitted: 2,
+            ..job()
+        };
+        let id = view.job_id;
+        let text = job_details(&view);
+        let payload =
+            format!("payload    250011 bytes (not shown: `taskyard payload {id}` prints it)");
+        let result =
+            format!("result     900000 bytes (not shown: `taskyard result {id}` prints it)");
+        assert!(text.contains(&payload) && text.contains(&result), "{text}");
+        assert!(text.contains("2 older attempt(s) not shown"), "{text}");
+        let value = job_json(&view);
+        assert_eq!(
+            (&value["payload"], &value["payload_hex"]),
+            (&Value::Null, &Value::Null)
+        );
+        assert_eq!(value["payload_omitted"], json!(true));
+        assert_eq!(value["result_bytes"], json!(900_000));
     }
 
     #[test]
