@@ -132,6 +132,13 @@ fn status_wait_and_result_of_a_job_with_a_big_payload_and_result_succeed() {
     let back: serde_json::Value = serde_json::from_str(printed.trim()).expect("json payload");
     assert_eq!(back, payload);
 
+    // The HTTP API is not framed: it still has the job whole.
+    let http = cluster.http().get(&format!("/api/jobs/{id}"));
+    assert_eq!(http.status, 200, "{:.200}", http.body);
+    assert_eq!(http.json()["payload"], payload);
+    let page = cluster.http().get("/api/jobs");
+    assert_eq!(page.json()["jobs"][0]["payload"], payload);
+
     let view = status_of(&mut client, job);
     assert!(
         view.payload_omitted && !view.result_omitted,
