@@ -164,13 +164,19 @@ fn fit_list(mut list: JobList, budget: usize) -> Result<JobList, usize> {
         size = size.saturating_sub(encoded_len(&list.jobs[keep]));
     }
     list.jobs.truncate(keep);
-    let Some(last) = list.jobs.last() else {
-        return Err(size.saturating_add(cursor_room));
-    };
-    list.next = Some(last.cursor());
-    match encoded_len(&list) {
-        size if size <= budget => Ok(list),
-        size => Err(size),
+    // The sizes above are estimates (array headers, the cursor's length):
+    // drop one more job until the page as encoded fits.
+    loop {
+        let Some(last) = list.jobs.last() else {
+            return Err(size.saturating_add(cursor_room));
+        };
+        list.next = Some(last.cursor());
+        match encoded_len(&list) {
+            size if size <= budget => return Ok(list),
+            _ => {
+                list.jobs.pop();
+            }
+        }
     }
 }
 
