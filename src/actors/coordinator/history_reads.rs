@@ -4,7 +4,7 @@
 //! is a step of its own.
 //!
 //! What is read from the database, and why it is safe:
-//! - `status` (and `cancel`, `requeue`) of a job not in memory: memory holds every
+//! - `status` (and `cancel`, `requeue`, `read_chunk`) of a job not in memory: memory holds every
 //!   non-terminal job and evicts a finished one only once its last change
 //!   is durable, so a job not in memory is either a finished job whose
 //!   stored row is final, or no job the database still has (it expired
@@ -13,8 +13,9 @@
 //!   an answer read from the database may overtake answers to later
 //!   requests of the same client without showing anything stale; every
 //!   answer carries its request id, so clients match them anyway.
-//! - `list` and HTTP pages that may show finished jobs (no state filter,
-//!   or a terminal one): the database, newest submission first, which
+//! - `list` (summaries) and HTTP pages (views) that may show finished jobs
+//!   (no state filter, or a terminal one), both resumed after a cursor:
+//!   the database, newest submission first, which
 //!   holds every job acknowledged to anyone before the request arrived
 //!   (acknowledgements wait for their commit). A job the page shows that
 //!   is still in memory is shown as memory has it, and dropped if that no
