@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use taskyard::client::Client;
 use taskyard::protocol::payloads::encode_json;
-use taskyard::protocol::{JobId, SubmitAnswer, SubmitRequest};
+use taskyard::protocol::{JobId, JobSummary, SubmitAnswer, SubmitRequest, MAX_LIST_JOBS};
 
 const JOBS: usize = 2000;
 const BATCH: usize = 50;
@@ -92,6 +92,20 @@ fn connect(addr: &str) -> Client {
 /// Submits every job in batches with idempotency keys, retrying a batch
 /// whose answer was lost to a crash (the keys make the retry harmless).
 /// Returns the acknowledged ids.
+/// Every job's summary, page after page.
+fn every_job(client: &mut Client) -> Result<Vec<JobSummary>, taskyard::client::ClientError> {
+    let mut jobs = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = client.list_from(None, None, MAX_LIST_JOBS, cursor)?;
+        jobs.extend(page.jobs);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(jobs),
+        }
+    }
+}
+
 fn submit_all(addr: &str, mut rng: XorShift) -> Vec<JobId> {
     let mut acknowledged = Vec::with_capacity(JOBS);
     let mut client = connect(addr);
@@ -184,28 +198,24 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
     let acknowledged = submitter.join().expect("submitter");
 
     let mut client = connect(&addr);
-    // A list answers at most MAX_LIST_JOBS jobs, so each job is asked for
-    // until it is terminal.
-    let mut outstanding: HashSet<JobId> = acknowledged.iter().copied().collect();
+    let wanted: HashSet<JobId> = acknowledged.iter().copied().collect();
     wait_until(
         "every acknowledged job to be terminal",
         Duration::from_secs(90),
         || {
-            let mut still = HashSet::new();
-            for &job_id in &outstanding {
-                match client.status(job_id) {
-                    Ok(Some(view)) if view.state.is_terminal() => {}
-                    Ok(_) => {
-                        still.insert(job_id);
-                    }
-                    Err(_) => {
-                        client = connect(&addr);
-                        return false;
-                    }
+            // One answer lists at most 500 jobs: page through all of them.
+            let jobs = match every_job(&mut client) {
+                Ok(jobs) => jobs,
+                Err(_) => {
+                    client = connect(&addr);
+                    return false;
                 }
-            }
-            outstanding = still;
-            outstanding.is_empty()
+            };
+            let terminal = jobs
+                .iter()
+                .filter(|j| wanted.contains(&j.job_id) && j.state.is_terminal())
+                .count();
+            terminal == wanted.len()
         },
     );
     for worker in &mut workers {

@@ -44,6 +44,13 @@ fn seeds() -> Vec<Vec<u8>> {
             state: Some(JobState::Failed),
             limit: 5,
             task_type: Some("echo".into()),
+            cursor: None,
+        },
+        ClientRequest::ReadChunk {
+            job_id,
+            field: ByteField::Result,
+            offset: u64::MAX,
+            max_bytes: u32::MAX,
         },
         ClientRequest::Workers,
         ClientRequest::Cancel { job_id },

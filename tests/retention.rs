@@ -162,6 +162,7 @@ impl Node {
             state,
             limit: 100,
             task_type: None,
+            cursor: None,
         };
         match self.ask(request).await {
             ClientResponse::Jobs(list) => list,
@@ -234,6 +235,7 @@ async fn memory_holds_at_most_the_configured_finished_window() {
         state: None,
         limit: 0,
         task_type: None,
+        cursor: None,
     };
     let ClientResponse::Jobs(footer) = node.ask(footer_only).await else {
         panic!("not a list");
@@ -278,7 +280,30 @@ async fn status_of_a_job_finished_a_week_ago_is_read_from_the_database() {
     assert_eq!(node.status(unknown).await, None);
     let succeeded = node.list(Some(JobState::Succeeded)).await;
     assert_eq!(succeeded.jobs.len(), 1);
-    assert_eq!(succeeded.jobs[0].result.as_deref(), Some(&b"forty-two"[..]));
+    assert_eq!(
+        succeeded.jobs[0].result_bytes,
+        Some(9),
+        "a list shows the size"
+    );
+    // Chunks of a job only the database holds are read by the history pool.
+    let read = |offset, max_bytes| ClientRequest::ReadChunk {
+        job_id: job,
+        field: ByteField::Result,
+        offset,
+        max_bytes,
+    };
+    let ClientResponse::Chunk(chunk) = node.ask(read(5, 100)).await else {
+        panic!("a chunk of the stored result");
+    };
+    assert_eq!((chunk.bytes.as_slice(), chunk.total), (&b"-two"[..], 9));
+    match node.ask(read(10, 100)).await {
+        ClientResponse::ChunkRefused { job_id, reason } => {
+            assert_eq!(job_id, job);
+            assert!(reason.contains("offset 10 is past the end"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(node.inspect().await.jobs_in_memory, 0, "still only stored");
 }
 
 #[actix_rt::test]

@@ -160,7 +160,8 @@ fn sixty_jobs_from_four_threads_at_five_workers_are_each_assigned_once() {
         assert_eq!(leases.len(), 1, "{} given {leases:?}", job.job_id);
         assert_eq!(job.state, JobState::Succeeded, "{job:?}");
         assert_eq!(job.attempts, 1, "{job:?}");
-        assert_eq!(job.result, Some(leases[0].to_string().into_bytes()));
+        let result = client.result(job.job_id).expect("result");
+        assert_eq!(result, leases[0].to_string().into_bytes());
     }
     assert_eq!(given.len(), 60, "no job the client did not submit");
 }

@@ -1,12 +1,14 @@
 //! `ClientSession`: one per client connection. Forwards each request to the
-//! coordinator and writes each answer the outbox releases to it.
+//! coordinator and writes each answer the outbox releases to it, cut to
+//! fit one frame.
 
 use crate::actors::coordinator::{ClientCommand, Coordinator};
 use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::ClientAnswer;
 use crate::actors::session_io::{SessionIo, SessionPhase};
 use crate::protocol::{
-    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, ProtocolError, IDLE_CLOSED,
+    fit, ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, ProtocolError,
+    IDLE_CLOSED,
 };
 use actix::clock::Instant;
 use actix::io::WriteHandler;
@@ -140,8 +142,12 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
         }
     }
 
-    fn forward(&mut self, request_id: u64, request: ClientRequest, ctx: &mut Context<Self>) {
+    fn forward(&mut self, request_id: u64, mut request: ClientRequest, ctx: &mut Context<Self>) {
         debug!(self.io.log(), "client request"; "request_id" => request_id);
+        if let ClientRequest::ReadChunk { max_bytes, .. } = &mut request {
+            let most = fit::max_chunk_bytes(self.io.policy().max_frame_bytes);
+            *max_bytes = (*max_bytes).min(u32::try_from(most).unwrap_or(u32::MAX));
+        }
         let limit = self.io.policy().max_in_flight;
         if self.in_flight.count(self.io.written()) >= limit {
             let reason = format!("max-in-flight-requests ({limit}) reached on this connection");
@@ -228,11 +234,14 @@ impl<W: AsyncWrite + Unpin + 'static> WriteHandler<ProtocolError> for ClientSess
 impl<W: AsyncWrite + Unpin + 'static> Handler<ClientAnswer> for ClientSession<W> {
     type Result = ();
 
+    /// The answer is cut to fit one frame first (see `protocol::fit`), so
+    /// no job, however large, makes its answer unsendable.
     fn handle(&mut self, m: ClientAnswer, _: &mut Context<Self>) {
         let end = (!self.io.is_closing()).then(|| {
+            let response = fit::fit_response(m.response, self.io.policy().max_frame_bytes);
             self.io.write(CoordinatorToClient::Response {
                 request_id: m.request_id,
-                response: m.response,
+                response,
             })
         });
         self.in_flight.answered(end);

@@ -5,8 +5,10 @@ use crate::cli::spinner::Spinner;
 use crate::cli::time::format_millis;
 use crate::cli::{CliError, Context, Exit, ListArgs, RetryArgs, StatusArgs, SubmitArgs, WaitArgs};
 use crate::client::{CancelOutcome, Client, WaitOutcome};
-use crate::protocol::payloads::encode_json;
-use crate::protocol::{limits, JobId, JobState, JobView, SubmitAnswer, SubmitRequest};
+use crate::protocol::payloads::{decode_value, encode_json};
+use crate::protocol::{
+    limits, JobId, JobState, JobView, SubmitAnswer, SubmitRequest, MAX_LIST_JOBS,
+};
 use std::time::Duration;
 
 /// How often `wait` asks for the job's status.
@@ -49,7 +51,7 @@ pub fn submit_request(args: &SubmitArgs, now: i64) -> Result<SubmitRequest, CliE
     };
     Ok(SubmitRequest {
         task_type: args.task_type.clone(),
-        payload: encode_json(&args.payload),
+        payload: encode_json(&payload_of(args)?),
         priority: args.priority,
         max_attempts: args.max_attempts,
         timeout_ms: args.timeout_ms,
@@ -64,6 +66,24 @@ fn at_as_delay(at: i64, now: i64) -> Result<u64, CliError> {
     limits::DELAY_MS
         .check(delay)
         .map_err(|e| CliError::BadArgument(format!("--at {}: {e}", format_millis(at))))
+}
+
+/// The payload of `--payload`, or read from `--payload-file`; errors name
+/// the file.
+fn payload_of(args: &SubmitArgs) -> Result<serde_json::Value, CliError> {
+    match (&args.payload, &args.payload_file) {
+        (Some(value), _) => Ok(value.clone()),
+        (None, Some(path)) => {
+            let bad = |reason: String| {
+                CliError::BadArgument(format!("--payload-file {}: {reason}", path.display()))
+            };
+            let text = std::fs::read(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+            serde_json::from_slice(&text).map_err(|e| bad(format!("not valid JSON: {e}")))
+        }
+        (None, None) => Err(CliError::BadArgument(
+            "give the payload with --payload or --payload-file".into(),
+        )),
+    }
 }
 
 fn now_millis() -> i64 {
@@ -90,10 +110,22 @@ pub fn wait(ctx: &Context, args: WaitArgs) -> Result<Exit, CliError> {
 }
 
 /// `taskyard list`: newest first, with a count per state in the footer.
+/// Up to `--limit` jobs, gathered over as many answers as the coordinator's
+/// frame size needs; the page's cursor is printed when more follow.
 pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, CliError> {
-    let page = ctx
-        .connect()?
-        .list_page(args.state, args.task_type, args.limit)?;
+    let mut client = ctx.connect()?;
+    let limit = args.limit.min(MAX_LIST_JOBS);
+    let mut page = client.list_from(args.state, args.task_type.clone(), limit, args.cursor)?;
+    while let Some(next) = page.next.filter(|_| page.jobs.len() < limit as usize) {
+        let left = limit - page.jobs.len() as u32;
+        let more = client.list_from(args.state, args.task_type.clone(), left, Some(next))?;
+        if more.jobs.is_empty() {
+            break;
+        }
+        page.jobs.extend(more.jobs);
+        page.counts = more.counts;
+        page.next = more.next;
+    }
     if ctx.json {
         emit(&output::json_text(&output::list_json(&page)))?;
     } else {
@@ -140,17 +172,35 @@ pub fn retry(ctx: &Context, args: RetryArgs) -> Result<Exit, CliError> {
 /// `taskyard result ID`: the raw result bytes on stdout, nothing else, so
 /// it can be piped. Exit 1 when the job did not succeed.
 pub fn result(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
-    let job = ctx
-        .connect()?
-        .status(job_id)?
-        .ok_or(CliError::NoSuchJob(job_id))?;
+    let mut client = ctx.connect()?;
+    let job = client.status(job_id)?.ok_or(CliError::NoSuchJob(job_id))?;
     if job.state != JobState::Succeeded {
         return Err(CliError::NoResult {
             job_id,
             state: job.state,
         });
     }
-    output::emit_bytes(job.result.as_deref().unwrap_or_default())?;
+    let result = match job.result {
+        Some(result) if !job.result_omitted => result,
+        _ => client.result(job_id)?,
+    };
+    output::emit_bytes(&result)?;
+    Ok(Exit::Success)
+}
+
+/// `taskyard payload ID`: the payload as one line of JSON (the raw bytes
+/// when they are not MessagePack).
+pub fn payload(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
+    let mut client = ctx.connect()?;
+    let job = client.status(job_id)?.ok_or(CliError::NoSuchJob(job_id))?;
+    let payload = match job.payload_omitted {
+        true => client.payload(job_id)?,
+        false => job.payload,
+    };
+    match decode_value(&payload) {
+        Ok(value) => emit(&value.to_string()),
+        Err(_) => output::emit_bytes(&payload),
+    }?;
     Ok(Exit::Success)
 }
 

@@ -16,7 +16,7 @@ pub mod time;
 pub use exit::{CliError, Exit, EXIT_CODES, EXIT_CODES_HELP};
 
 use crate::client::{Client, ClientError, ClientOptions};
-use crate::protocol::{limits, JobId, JobState, Priority};
+use crate::protocol::{limits, JobId, JobState, PageCursor, Priority};
 use crate::security::Secret;
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
@@ -64,8 +64,11 @@ pub enum Command {
     Cancel(JobArg),
     /// Put FAILED or CANCELLED jobs back in the queue with a fresh attempt budget.
     Retry(RetryArgs),
-    /// Write a SUCCEEDED job's raw result bytes to stdout.
+    /// Write a SUCCEEDED job's raw result bytes to stdout (read in chunks,
+    /// so a result of any accepted size arrives whole).
     Result(JobArg),
+    /// Print a job's payload as JSON (read in chunks, like `result`).
+    Payload(JobArg),
     /// Run a local cluster: a coordinator and embedded workers in this process.
     Dev(dev::DevArgs),
     /// Measure throughput and latency: by default against a coordinator and
@@ -100,8 +103,13 @@ pub struct SubmitArgs {
     #[arg(value_name = "TYPE")]
     pub task_type: String,
     /// The task's payload as JSON, e.g. '{"message":"hi"}'.
-    #[arg(long, value_name = "JSON", value_parser = parse_json)]
-    pub payload: serde_json::Value,
+    #[arg(long, value_name = "JSON", value_parser = parse_json,
+          required_unless_present = "payload_file", conflicts_with = "payload_file")]
+    pub payload: Option<serde_json::Value>,
+    /// Read the payload (JSON) from this file instead, for payloads too
+    /// big for a command line.
+    #[arg(long, value_name = "PATH")]
+    pub payload_file: Option<std::path::PathBuf>,
     /// high, normal or low.
     #[arg(long, default_value = "normal")]
     pub priority: Priority,
@@ -157,6 +165,10 @@ pub struct ListArgs {
     /// At most this many jobs (1 to 500).
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = limits::LIST_LIMIT.parser_u32())]
     pub limit: u32,
+    /// Continue after the job this cursor names: the one a previous `list`
+    /// printed after `more:` (or an HTTP `next_cursor`).
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<PageCursor>,
 }
 
 /// What every command needs from the global flags.
@@ -226,6 +238,7 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Cancel(args) => commands::cancel(ctx, args.job_id),
         Command::Retry(args) => commands::retry(ctx, args),
         Command::Result(args) => commands::result(ctx, args.job_id),
+        Command::Payload(args) => commands::payload(ctx, args.job_id),
         Command::Dev(args) => dev::run(args),
         Command::Bench(args) => bench::run(ctx, args),
     }
@@ -288,7 +301,7 @@ mod tests {
     #[test]
     fn payload_is_parsed_as_json() {
         let args = submit_args(&["--max-attempts", "5", "--wait"]).expect("valid");
-        assert_eq!(args.payload, serde_json::json!({ "message": "hi" }));
+        assert_eq!(args.payload, Some(serde_json::json!({ "message": "hi" })));
         assert_eq!(args.max_attempts, Some(5));
         assert!(args.wait);
     }
@@ -303,6 +316,46 @@ mod tests {
     }
 
     #[test]
+    fn a_payload_comes_from_the_flag_or_a_file_but_not_both() {
+        let cli = parse(&["submit", "echo", "--payload-file", "/tmp/p.json"]).expect("valid");
+        let Command::Submit(args) = cli.command else {
+            panic!("not submit");
+        };
+        assert_eq!(
+            args.payload_file.as_deref(),
+            Some(std::path::Path::new("/tmp/p.json"))
+        );
+        assert!(
+            parse(&["submit", "echo"]).is_err(),
+            "one of them is required"
+        );
+        let both = [
+            "submit",
+            "echo",
+            "--payload",
+            "{}",
+            "--payload-file",
+            "/tmp/p.json",
+        ];
+        assert!(parse(&both).is_err());
+    }
+
+    #[test]
+    fn list_takes_a_cursor_and_refuses_garbage() {
+        let cursor = format!("3.4.{}", JobId::mint());
+        let cli = parse(&["list", "--cursor", &cursor]).expect("valid");
+        assert!(matches!(
+            cli.command,
+            Command::List(ListArgs {
+                cursor: Some(_),
+                ..
+            })
+        ));
+        let err = parse(&["list", "--cursor", "nope"]).expect_err("garbage");
+        assert!(err.to_string().contains("--cursor"), "{err}");
+    }
+
+    #[test]
     fn state_filter_parses_any_case_and_rejects_unknown_states() {
         let cli = parse(&["list", "--state", "retry-wait"]).expect("valid state");
         assert!(matches!(
@@ -311,6 +364,7 @@ mod tests {
                 state: Some(JobState::RetryWait),
                 limit: 50,
                 task_type: None,
+                cursor: None,
             })
         ));
         let err = parse(&["list", "--state", "done"]).expect_err("unknown state");

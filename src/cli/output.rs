@@ -5,11 +5,16 @@
 //! names, times as unix milliseconds, `payload` as the decoded JSON value,
 //! `result` as a string when it is UTF-8, and `result_hex` (lowercase hex)
 //! when it is not. `payload_hex` likewise when the payload is not decodable.
+//! `payload_bytes` and `result_bytes` give the sizes; `payload_omitted`,
+//! `result_omitted` and `history_omitted` say what the coordinator left out
+//! to fit one frame (an omitted payload is `null`, with no `payload_hex`).
 
 use crate::cli::exit::CliError;
 use crate::cli::time::format_millis;
 use crate::protocol::payloads::decode_value;
-use crate::protocol::{Attempt, JobId, JobList, JobState, JobView, Priority, Progress, WorkerView};
+use crate::protocol::{
+    Attempt, JobId, JobList, JobState, JobSummary, JobView, Priority, Progress, WorkerView,
+};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -61,6 +66,7 @@ pub fn submitted(job_id: JobId, no_worker: bool, as_json: bool) -> String {
 /// A job as JSON (shape in the module docs).
 pub fn job_json(job: &JobView) -> Value {
     let (payload, payload_hex) = match decode_value(&job.payload) {
+        _ if job.payload_omitted => (Value::Null, None),
         Ok(value) => (value, None),
         Err(_) => (Value::Null, Some(hex(&job.payload))),
     };
@@ -92,6 +98,11 @@ pub fn job_json(job: &JobView) -> Value {
         "no_worker": job.no_worker,
         "history": job.history,
         "progress": job.progress,
+        "payload_bytes": job.payload_bytes,
+        "payload_omitted": job.payload_omitted,
+        "result_bytes": job.result_bytes,
+        "result_omitted": job.result_omitted,
+        "history_omitted": job.history_omitted,
     })
 }
 
@@ -108,10 +119,12 @@ pub fn job_details(job: &JobView) -> String {
         ("lease", or_dash(job.lease.as_ref())),
         ("submitted", format_millis(job.submitted_at)),
         ("updated", format_millis(job.updated_at)),
-        ("payload", payload_text(&job.payload)),
+        ("payload", payload_line(job)),
     ];
     if let Some(result) = &job.result {
         lines.push(("result", result_preview(result)));
+    } else if let Some(size) = job.result_bytes.filter(|_| job.result_omitted) {
+        lines.push(("result", omitted(size, "result", job.job_id)));
     }
     if let Some(error) = &job.error {
         lines.push(("error", error.clone()));
@@ -131,6 +144,13 @@ pub fn job_details(job: &JobView) -> String {
     }
     if !job.history.is_empty() {
         out.push_str(&attempts_table(&job.history));
+    }
+    if job.history_omitted > 0 {
+        let _ = write!(
+            out,
+            "\n({} older attempt(s) not shown: the view is limited to one frame)",
+            job.history_omitted
+        );
     }
     out.truncate(out.trim_end().len());
     out
@@ -181,18 +201,25 @@ pub fn progress_text(progress: &Progress) -> String {
         .to_string()
 }
 
-/// `list --json`: the jobs and the count per state.
+/// `list --json`: the job summaries (`JobSummary` under its wire names),
+/// the count per state and the cursor of the next page (`null`: none).
 pub fn list_json(page: &JobList) -> Value {
-    let jobs: Vec<Value> = page.jobs.iter().map(job_json).collect();
+    let jobs: Vec<Value> = page
+        .jobs
+        .iter()
+        .map(|j| serde_json::to_value(j).unwrap_or_default())
+        .collect();
     let counts: serde_json::Map<String, Value> = page
         .counts
         .iter()
         .map(|c| (c.state.to_string(), c.count.into()))
         .collect();
-    json!({ "jobs": jobs, "counts": counts })
+    let next = page.next.map(|c| c.to_string());
+    json!({ "jobs": jobs, "counts": counts, "next_cursor": next })
 }
 
-/// `list`: the table, then one footer line with the count per state.
+/// `list`: the table, then one footer line with the count per state, and
+/// when more jobs follow, the command that lists them.
 pub fn list_text(page: &JobList) -> String {
     let counts: Vec<String> = page
         .counts
@@ -204,18 +231,22 @@ pub fn list_text(page: &JobList) -> String {
     } else {
         counts.join(", ")
     };
-    format!("{}\n\n{footer}", jobs_table(&page.jobs))
+    let more = match page.next {
+        Some(next) => format!("\nmore: taskyard list --cursor {next}"),
+        None => String::new(),
+    };
+    format!("{}\n\n{footer}{more}", jobs_table(&page.jobs))
 }
 
-pub fn jobs_table(jobs: &[JobView]) -> String {
+pub fn jobs_table(jobs: &[JobSummary]) -> String {
     let rows = jobs
         .iter()
         .map(|j| {
             vec![
                 j.job_id.to_string(),
                 j.task_type.clone(),
-                match &j.progress {
-                    Some(p) => format!("{} {}%", j.state, p.percent),
+                match j.progress_percent {
+                    Some(percent) => format!("{} {percent}%", j.state),
                     None => j.state.to_string(),
                 },
                 j.priority.to_string(),
@@ -307,6 +338,20 @@ fn or_dash<T: ToString>(value: Option<&T>) -> String {
     value.map_or_else(|| "-".to_string(), T::to_string)
 }
 
+/// The payload as `status` shows it: decoded, or its size when the
+/// coordinator left it out of the view.
+fn payload_line(job: &JobView) -> String {
+    match job.payload_omitted {
+        true => omitted(job.payload_bytes, "payload", job.job_id),
+        false => payload_text(&job.payload),
+    }
+}
+
+/// A field left out of a view: its size and the command that prints it.
+fn omitted(size: u64, command: &str, job_id: JobId) -> String {
+    format!("{size} bytes (not shown: `taskyard {command} {job_id}` prints it)")
+}
+
 fn payload_text(payload: &[u8]) -> String {
     match decode_value(payload) {
         Ok(value) => value.to_string(),
@@ -376,6 +421,11 @@ mod tests {
             not_before: None,
             history: vec![],
             progress: None,
+            payload_bytes: 11,
+            payload_omitted: false,
+            result_bytes: Some(2),
+            result_omitted: false,
+            history_omitted: 0,
         }
     }
 
@@ -393,7 +443,7 @@ mod tests {
         assert_eq!(value["lease"], Value::Null);
         assert_eq!(value["updated_at"], json!(1_700_000_000_123_i64));
         assert_eq!(value["effective_level"], json!(2));
-        assert_eq!(value.as_object().map(|o| o.len()), Some(22));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(27));
     }
 
     #[test]
@@ -440,7 +490,7 @@ mod tests {
             effective_level: 1,
             ..job()
         };
-        let text = jobs_table(&[aged]);
+        let text = jobs_table(&[JobSummary::of(&aged)]);
         let mut lines = text.lines();
         let header = lines.next().unwrap_or_default();
         let row: Vec<&str> = lines
@@ -481,7 +531,7 @@ mod tests {
         assert!(job_details(&view).len() > 2 * HUGE);
         assert!(finished(&view).len() > HUGE);
         assert!(
-            jobs_table(&[view]).len() < 1000,
+            jobs_table(&[JobSummary::of(&view)]).len() < 1000,
             "the list shows a short error"
         );
     }
@@ -499,6 +549,35 @@ mod tests {
         };
         let text = workers_table(&[worker.clone(), worker]);
         assert_eq!(text.lines().count(), 3);
+    }
+
+    #[test]
+    fn left_out_fields_show_their_size_and_the_command_that_prints_them() {
+        let view = JobView {
+            payload: vec![],
+            payload_omitted: true,
+            payload_bytes: 250_011,
+            result: None,
+            result_omitted: true,
+            result_bytes: Some(900_000),
+            history_omitted: 2,
+            ..job()
+        };
+        let id = view.job_id;
+        let text = job_details(&view);
+        let payload =
+            format!("payload    250011 bytes (not shown: `taskyard payload {id}` prints it)");
+        let result =
+            format!("result     900000 bytes (not shown: `taskyard result {id}` prints it)");
+        assert!(text.contains(&payload) && text.contains(&result), "{text}");
+        assert!(text.contains("2 older attempt(s) not shown"), "{text}");
+        let value = job_json(&view);
+        assert_eq!(
+            (&value["payload"], &value["payload_hex"]),
+            (&Value::Null, &Value::Null)
+        );
+        assert_eq!(value["payload_omitted"], json!(true));
+        assert_eq!(value["result_bytes"], json!(900_000));
     }
 
     #[test]

@@ -43,6 +43,14 @@ pub enum ClientError {
     /// A well-formed frame that is not the answer to the request just sent.
     #[error("unexpected answer from coordinator: {0}")]
     UnexpectedResponse(String),
+    /// A `ReadChunk` the coordinator could not answer with bytes: the job
+    /// has no result (yet), or the offset is past the end.
+    #[error("{reason}")]
+    ChunkRefused { job_id: JobId, reason: String },
+    /// The coordinator handled the request but its answer does not fit
+    /// its `max-frame-bytes`, even cut down.
+    #[error("the answer ({size} bytes) does not fit the coordinator's max-frame-bytes ({max}); ask for less")]
+    AnswerTooLarge { size: u64, max: u64 },
     /// The coordinator does not know this job (only from `Client::wait`;
     /// `Client::status` answers `None` instead).
     #[error("job {0} not found (expired or never existed)")]

@@ -20,9 +20,9 @@ mod error;
 pub use error::ClientError;
 
 use crate::protocol::{
-    ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello, JobId, JobList,
-    JobState, JobView, Role, SubmitAnswer, SubmitRequest, WorkerView, IDLE_CLOSED,
-    MAX_REQUEUE_JOBS, PROTOCOL_VERSION, UNAUTHORIZED,
+    ByteChunk, ByteField, ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello,
+    JobId, JobList, JobState, JobSummary, JobView, PageCursor, Role, SubmitAnswer, SubmitRequest,
+    WorkerView, IDLE_CLOSED, MAX_LIST_JOBS, MAX_REQUEUE_JOBS, PROTOCOL_VERSION, UNAUTHORIZED,
 };
 use crate::security::{tls, Secret};
 use connection::Connection;
@@ -40,6 +40,8 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// `max-frame-bytes` so that a coordinator configured above the default can
 /// still answer a `List`; what we send is bounded by the coordinator itself.
 pub const CLIENT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// Most bytes `Client::read_bytes` reserves before the bytes arrive.
+const READ_RESERVE_BYTES: u64 = 16 * 1024 * 1024;
 /// Default of [`ClientOptions::ping_after_idle`]: a tenth of the
 /// coordinator's default `client-idle-timeout-millis`.
 pub const PING_AFTER_IDLE: Duration = Duration::from_secs(30);
@@ -58,7 +60,8 @@ pub enum CancelOutcome {
 /// How `Client::wait` ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WaitOutcome {
-    /// The job reached a terminal state; this is its final view.
+    /// The job reached a terminal state; this is its final view, with its
+    /// payload and result whole (see `Client::complete`).
     Finished(JobView),
     /// The timeout passed first; this is the last view seen (not terminal).
     TimedOut(JobView),
@@ -152,32 +155,142 @@ impl Client {
         }
     }
 
-    /// At most `limit` jobs, newest first, optionally only those in `state`.
+    /// Summaries of at most `limit` jobs, newest first, optionally only
+    /// those in `state`, following the coordinator's cursor across as many
+    /// answers as it takes (one answer holds what fits one frame).
     pub fn list(
         &mut self,
         state: Option<JobState>,
         limit: u32,
-    ) -> Result<Vec<JobView>, ClientError> {
-        Ok(self.list_page(state, None, limit)?.jobs)
+    ) -> Result<Vec<JobSummary>, ClientError> {
+        let limit = limit.min(MAX_LIST_JOBS);
+        let mut jobs = Vec::new();
+        let mut cursor = None;
+        while jobs.len() < limit as usize {
+            let left = limit - jobs.len() as u32;
+            let page = self.list_from(state, None, left, cursor)?;
+            let empty = page.jobs.is_empty();
+            jobs.extend(page.jobs);
+            match page.next {
+                Some(next) if !empty => cursor = Some(next),
+                _ => break,
+            }
+        }
+        jobs.truncate(limit as usize);
+        Ok(jobs)
     }
 
-    /// At most `limit` jobs, newest first, filtered by state and task type,
-    /// with the number of jobs in each state (of that task type).
+    /// One page of at most `limit` job summaries, newest first, filtered by
+    /// state and task type, with the number of jobs in each state (of that
+    /// task type). `next` on the page resumes after it.
     pub fn list_page(
         &mut self,
         state: Option<JobState>,
         task_type: Option<String>,
         limit: u32,
     ) -> Result<JobList, ClientError> {
+        self.list_from(state, task_type, limit, None)
+    }
+
+    /// `list_page` resumed after `cursor` (a page's `next`, or an HTTP
+    /// `next_cursor`).
+    pub fn list_from(
+        &mut self,
+        state: Option<JobState>,
+        task_type: Option<String>,
+        limit: u32,
+        cursor: Option<PageCursor>,
+    ) -> Result<JobList, ClientError> {
         let request = ClientRequest::List {
             state,
             limit,
             task_type,
+            cursor,
         };
         match self.request(request)? {
             ClientResponse::Jobs(page) => Ok(page),
             other => Err(unexpected("Jobs", &other)),
         }
+    }
+
+    /// Up to `max_bytes` of a job's payload or result from `offset` (the
+    /// coordinator sends at most what fits its frame). An offset past the
+    /// end, or the result of a job without one, is `ClientError::ChunkRefused`.
+    pub fn read_chunk(
+        &mut self,
+        job_id: JobId,
+        field: ByteField,
+        offset: u64,
+        max_bytes: u32,
+    ) -> Result<ByteChunk, ClientError> {
+        let request = ClientRequest::ReadChunk {
+            job_id,
+            field,
+            offset,
+            max_bytes,
+        };
+        match self.request(request)? {
+            ClientResponse::Chunk(chunk) if chunk.offset == offset && chunk.job_id == job_id => {
+                Ok(chunk)
+            }
+            ClientResponse::Chunk(chunk) => Err(ClientError::UnexpectedResponse(format!(
+                "chunk of job {} at {} while asking for job {job_id} at {offset}",
+                chunk.job_id, chunk.offset
+            ))),
+            ClientResponse::ChunkRefused { job_id, reason } => {
+                Err(ClientError::ChunkRefused { job_id, reason })
+            }
+            ClientResponse::NotFound { job_id } => Err(ClientError::NotFound(job_id)),
+            other => Err(unexpected("Chunk", &other)),
+        }
+    }
+
+    /// A job's whole payload or result, read chunk by chunk: any size the
+    /// coordinator accepts arrives byte-exact whatever its `max-frame-bytes`.
+    pub fn read_bytes(&mut self, job_id: JobId, field: ByteField) -> Result<Vec<u8>, ClientError> {
+        let first = self.read_chunk(job_id, field, 0, u32::MAX)?;
+        let total = first.total;
+        // The coordinator's size claim bounds what is read, not what is
+        // reserved up front.
+        let mut bytes = Vec::with_capacity(total.min(READ_RESERVE_BYTES) as usize);
+        bytes.extend_from_slice(&first.bytes);
+        while (bytes.len() as u64) < total {
+            let chunk = self.read_chunk(job_id, field, bytes.len() as u64, u32::MAX)?;
+            if chunk.bytes.is_empty() || chunk.total != total {
+                return Err(ClientError::UnexpectedResponse(format!(
+                    "the {field} of job {job_id} changed or stopped at {} of {total} bytes",
+                    bytes.len()
+                )));
+            }
+            bytes.extend_from_slice(&chunk.bytes);
+        }
+        bytes.truncate(total as usize);
+        Ok(bytes)
+    }
+
+    /// A SUCCEEDED job's whole result (`read_bytes` of `ByteField::Result`).
+    pub fn result(&mut self, job_id: JobId) -> Result<Vec<u8>, ClientError> {
+        self.read_bytes(job_id, ByteField::Result)
+    }
+
+    /// A job's whole payload (`read_bytes` of `ByteField::Payload`).
+    pub fn payload(&mut self, job_id: JobId) -> Result<Vec<u8>, ClientError> {
+        self.read_bytes(job_id, ByteField::Payload)
+    }
+
+    /// Fills in what `view` left out to fit one frame: its payload and
+    /// result, read in chunks. The attempt history stays as it came
+    /// (`history_omitted` counts what is missing).
+    pub fn complete(&mut self, view: &mut JobView) -> Result<(), ClientError> {
+        if view.payload_omitted {
+            view.payload = self.payload(view.job_id)?;
+            view.payload_omitted = false;
+        }
+        if view.result_omitted {
+            view.result = Some(self.result(view.job_id)?);
+            view.result_omitted = false;
+        }
+        Ok(())
     }
 
     /// Cancels a job that has not finished. An unknown job is
@@ -268,9 +381,10 @@ impl Client {
     ) -> Result<WaitOutcome, ClientError> {
         let deadline = Instant::now() + timeout;
         loop {
-            let view = self.status(job_id)?.ok_or(ClientError::NotFound(job_id))?;
+            let mut view = self.status(job_id)?.ok_or(ClientError::NotFound(job_id))?;
             watch(&view);
             if view.state.is_terminal() {
+                self.complete(&mut view)?;
                 return Ok(WaitOutcome::Finished(view));
             }
             let now = Instant::now();
@@ -322,6 +436,9 @@ impl Client {
         let other = |got| format!("answer to request {got} while waiting for {id}");
         match response_to(id, frame, other)? {
             ClientResponse::Overloaded { reason } => Err(ClientError::Overloaded(reason)),
+            ClientResponse::AnswerTooLarge { size, max } => {
+                Err(ClientError::AnswerTooLarge { size, max })
+            }
             response => Ok(response),
         }
     }
@@ -467,6 +584,9 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::RequeueRefused { .. } => "RequeueRefused",
         ClientResponse::Overloaded { .. } => "Overloaded",
         ClientResponse::Pong => "Pong",
+        ClientResponse::Chunk(_) => "Chunk",
+        ClientResponse::ChunkRefused { .. } => "ChunkRefused",
+        ClientResponse::AnswerTooLarge { .. } => "AnswerTooLarge",
     };
     ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
 }

@@ -2,8 +2,8 @@
 //! unusable or insecure configuration before anything is opened.
 
 use crate::config::{
-    at_least, frame_size, secret, within, ConfigOptions, Invalid, LogFormat, LogLevel, Synchronous,
-    Validate,
+    at_least, fits_frame, frame_size, secret, within, ConfigOptions, Invalid, LogFormat, LogLevel,
+    Synchronous, Validate,
 };
 use crate::http::authority::Authority;
 use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
@@ -48,10 +48,14 @@ config_struct! {
         default_max_attempts: u32 = 3,
         /// Largest accepted frame, in either direction.
         max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
-        /// Largest accepted job payload.
+        /// Largest accepted job payload; with the envelope it must fit
+        /// max-frame-bytes (a submission carries it in one frame).
         max_payload_bytes: usize = 256 * 1024,
         /// Largest accepted task result; a bigger one fails its attempt.
-        max_result_bytes: usize = 1024 * 1024,
+        /// With the envelope it must fit max-frame-bytes (a worker sends it
+        /// in one frame): the default is 1 MiB less 1 KiB.
+        max_result_bytes: usize =
+            crate::protocol::DEFAULT_MAX_FRAME_BYTES - crate::protocol::fit::FRAME_HEADROOM_BYTES,
         /// Most task types one worker may advertise; a longer Register is
         /// refused and the connection closed.
         max_task_types_per_worker: usize =
@@ -295,7 +299,17 @@ impl Validate for CoordinatorConfig {
         at_least("max-error-bytes", self.max_error_bytes as u64, 1)?;
         self.http_addr()?;
         self.http_allowed_hosts()?;
-        frame_size(self.max_frame_bytes)
+        frame_size(self.max_frame_bytes)?;
+        fits_frame(
+            "max-payload-bytes",
+            self.max_payload_bytes,
+            self.max_frame_bytes,
+        )?;
+        fits_frame(
+            "max-result-bytes",
+            self.max_result_bytes,
+            self.max_frame_bytes,
+        )
     }
 }
 

@@ -180,6 +180,25 @@ pub(super) fn frame_size(value: usize) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// `key` (a payload, result or output size) is at most what one frame of
+/// `max_frame_bytes` carries beside its envelope
+/// (`protocol::fit::FRAME_HEADROOM_BYTES`); the error names both keys.
+pub(super) fn fits_frame(key: &str, value: usize, max_frame_bytes: usize) -> Result<(), Invalid> {
+    let headroom = crate::protocol::fit::FRAME_HEADROOM_BYTES;
+    let room = max_frame_bytes.saturating_sub(headroom);
+    if value > room {
+        return Err((
+            key.to_string(),
+            format!(
+                "{value} does not fit one frame: max-frame-bytes ({max_frame_bytes}) less \
+                 {headroom} bytes of envelope carries at most {room}; lower {key} or raise \
+                 max-frame-bytes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A token given inline or in a file (not both); `None` when neither is set.
 /// Errors are (key, reason).
 pub(super) fn secret(
@@ -381,6 +400,34 @@ mod tests {
             assert_eq!(err.key.as_deref(), Some(key));
             assert!(err.reason.contains("is outside 1..="), "{err}");
         }
+    }
+
+    #[test]
+    fn a_result_or_payload_bigger_than_a_frame_is_an_error_naming_both_keys() {
+        let f = file_with("max-result-bytes = 2097152\nmax-frame-bytes = 1048576\n");
+        let err = load::<CoordinatorOptions>(Some(f.path()), Default::default())
+            .expect_err("a result that no frame carries");
+        assert_eq!(err.key.as_deref(), Some("max-result-bytes"));
+        assert_eq!(err.source_name, f.path().display().to_string());
+        assert!(err.reason.contains("max-frame-bytes (1048576)"), "{err}");
+        let flags = CoordinatorOptions {
+            max_frame_bytes: Some(64 * 1024),
+            max_result_bytes: Some(32 * 1024),
+            ..Default::default()
+        };
+        let err = load::<CoordinatorOptions>(None, flags).expect_err("default payload too big");
+        assert_eq!(err.key.as_deref(), Some("max-payload-bytes"));
+        assert!(err.reason.contains("max-frame-bytes (65536)"), "{err}");
+        let flags = WorkerOptions {
+            max_frame_bytes: Some(64 * 1024),
+            ..Default::default()
+        };
+        let err = load::<WorkerOptions>(None, flags).expect_err("default output too big");
+        assert_eq!(err.key.as_deref(), Some("max-output-bytes"));
+        assert!(err.reason.contains("max-frame-bytes"), "{err}");
+        let defaults = CoordinatorConfig::default();
+        assert!(defaults.validate().is_ok(), "the defaults fit");
+        assert!(WorkerConfig::default().validate().is_ok());
     }
 
     #[test]

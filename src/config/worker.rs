@@ -1,7 +1,8 @@
 //! The worker's keys, their defaults and checks.
 
 use crate::config::{
-    at_least, env_token, frame_size, secret, ConfigOptions, Invalid, LogFormat, LogLevel, Validate,
+    at_least, env_token, fits_frame, frame_size, secret, ConfigOptions, Invalid, LogFormat,
+    LogLevel, Validate,
 };
 use crate::security::Secret;
 use serde::Deserialize;
@@ -28,8 +29,10 @@ config_struct! {
         #[arg(value_delimiter = ',', value_name = "PROGRAM")]
         exec_allow: Vec<String> = Vec::new(),
         /// Most bytes of an `exec` program's stdout kept as its result; the
-        /// rest is counted and marked.
-        max_output_bytes: usize = 1024 * 1024,
+        /// rest is counted and marked. With the envelope it must fit
+        /// max-frame-bytes: the default is 1 MiB less 1 KiB.
+        max_output_bytes: usize =
+            crate::protocol::DEFAULT_MAX_FRAME_BYTES - crate::protocol::fit::FRAME_HEADROOM_BYTES,
         /// Pause between SIGTERM and SIGKILL when an `exec` program is stopped.
         exec_kill_grace_millis: u64 = 2000,
         /// After SIGINT/SIGTERM, how long running tasks may take to finish
@@ -93,6 +96,11 @@ impl Validate for WorkerConfig {
         at_least("max-output-bytes", self.max_output_bytes as u64, 1)?;
         crate::worker::AllowList::resolve(&self.exec_allow)
             .map_err(|e| ("exec-allow".to_string(), e.to_string()))?;
-        frame_size(self.max_frame_bytes)
+        frame_size(self.max_frame_bytes)?;
+        fits_frame(
+            "max-output-bytes",
+            self.max_output_bytes,
+            self.max_frame_bytes,
+        )
     }
 }

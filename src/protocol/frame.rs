@@ -249,6 +249,11 @@ mod tests {
                 message: "resizing".into(),
                 at: 5,
             }),
+            payload_bytes: 3,
+            payload_omitted: false,
+            result_bytes: Some(4),
+            result_omitted: true,
+            history_omitted: 1,
         }
     }
 
@@ -323,11 +328,19 @@ mod tests {
                 state: Some(JobState::Failed),
                 limit: 10,
                 task_type: Some("echo".into()),
+                cursor: Some(PageCursor((9, 8, job_id))),
             },
             ClientRequest::List {
                 state: None,
                 limit: 1,
                 task_type: None,
+                cursor: None,
+            },
+            ClientRequest::ReadChunk {
+                job_id,
+                field: ByteField::Result,
+                offset: 7,
+                max_bytes: 1 << 20,
             },
             ClientRequest::Workers,
             ClientRequest::Cancel { job_id },
@@ -361,12 +374,25 @@ mod tests {
             ClientResponse::Job(Box::new(job_view())),
             ClientResponse::NotFound { job_id },
             ClientResponse::Jobs(JobList {
-                jobs: vec![job_view(), job_view()],
+                jobs: vec![JobSummary::of(&job_view()), JobSummary::of(&job_view())],
                 counts: vec![StateCount {
                     state: JobState::Queued,
                     count: 2,
                 }],
+                next: Some(PageCursor((1, 2, job_id))),
             }),
+            ClientResponse::Chunk(ByteChunk {
+                job_id,
+                field: ByteField::Payload,
+                offset: 3,
+                total: 10,
+                bytes: vec![1, 2],
+            }),
+            ClientResponse::ChunkRefused {
+                job_id,
+                reason: "offset 11 is past the end".into(),
+            },
+            ClientResponse::AnswerTooLarge { size: 9, max: 8 },
             ClientResponse::CancelRefused {
                 job_id,
                 state: JobState::Succeeded,

@@ -5,7 +5,13 @@ use std::fmt;
 
 /// Bumped on any incompatible change; peers with different versions refuse
 /// each other in the `Hello` exchange.
-pub const PROTOCOL_VERSION: u32 = 1;
+///
+/// 2: `List` answers carry `JobSummary`s (no payload, result or history)
+/// and a `next` cursor, and takes a `cursor`; `ReadChunk` reads a payload
+/// or result in pieces; a `JobView` may leave out fields that do not fit
+/// one frame. Workers' frames are unchanged, but a worker and its
+/// coordinator still agree on one version.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The `Error` frame text for a missing or wrong token; clients match on it.
 pub const UNAUTHORIZED: &str = "unauthorized";

@@ -4,11 +4,12 @@
 //! ignored by an older peer instead of breaking it.
 
 use crate::protocol::byte_fields;
+use crate::protocol::cursor::PageCursor;
 use crate::protocol::hello::Hello;
 use crate::protocol::ids::{JobId, LeaseId, WorkerId};
 use crate::protocol::job_state::JobState;
 use crate::protocol::priority::Priority;
-use crate::protocol::views::{JobList, JobView, WorkerView};
+use crate::protocol::views::{ByteChunk, ByteField, JobList, JobView, WorkerView};
 use serde::{Deserialize, Serialize};
 
 // ---------------------------------------------------------------- workers
@@ -167,13 +168,28 @@ pub enum ClientRequest {
     Status {
         job_id: JobId,
     },
-    /// Newest first; `None` filters mean every state or task type. At
-    /// most `MAX_LIST_JOBS` jobs are listed, whatever `limit` asks.
+    /// Summaries, newest first; `None` filters mean every state or task
+    /// type. At most `MAX_LIST_JOBS` jobs are listed, whatever `limit`
+    /// asks, and fewer when more would not fit one frame. `cursor` (the
+    /// `next` of a previous page, or an HTTP `next_cursor`) resumes after
+    /// the job it names.
     List {
         state: Option<JobState>,
         limit: u32,
         #[serde(default)]
         task_type: Option<String>,
+        #[serde(default)]
+        cursor: Option<PageCursor>,
+    },
+    /// Up to `max_bytes` of a job's payload or result from `offset`;
+    /// answered with `Chunk`, or `ChunkRefused` (no such bytes, or an
+    /// offset past their end), or `NotFound`. The coordinator lowers
+    /// `max_bytes` to what fits its frame.
+    ReadChunk {
+        job_id: JobId,
+        field: ByteField,
+        offset: u64,
+        max_bytes: u32,
     },
     Workers,
     /// QUEUED or RETRY_WAIT: cancelled at once; RUNNING: its lease is
@@ -261,6 +277,20 @@ pub enum ClientResponse {
     },
     /// The answer to `Ping`.
     Pong,
+    /// The answer to `ReadChunk`.
+    Chunk(ByteChunk),
+    /// A `ReadChunk` that cannot be answered with bytes, for the stated
+    /// reason (the job has no result yet, the offset is past the end).
+    ChunkRefused {
+        job_id: JobId,
+        reason: String,
+    },
+    /// The request was handled, but its answer (`size` bytes encoded) does
+    /// not fit `max-frame-bytes` (`max`) even cut down; ask for less.
+    AnswerTooLarge {
+        size: u64,
+        max: u64,
+    },
 }
 
 /// Frames the coordinator sends to a client.

@@ -2,6 +2,8 @@
 //! framing, the job state machine and payload validation.
 
 pub mod byte_fields;
+pub mod cursor;
+pub mod fit;
 pub mod frame;
 pub mod hello;
 pub mod ids;
@@ -13,6 +15,7 @@ pub mod priority;
 pub mod register;
 pub mod views;
 
+pub use cursor::PageCursor;
 pub use frame::{
     FrameCodec, ProtocolError, DEFAULT_MAX_FRAME_BYTES, HTTP_CLIENT_PORT_HINT,
     HTTP_WORKER_PORT_HINT, TLS_PORT_HINT,

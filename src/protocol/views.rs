@@ -2,18 +2,102 @@
 //! progress, pages of jobs, and workers.
 
 use crate::protocol::byte_fields;
+use crate::protocol::cursor::PageCursor;
 use crate::protocol::ids::{JobId, LeaseId, WorkerId};
 use crate::protocol::job_state::JobState;
 use crate::protocol::priority::Priority;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A page of jobs and how many jobs are in each state (of the listed task
-/// type, if one was given).
+/// A page of job summaries (newest submission first) and how many jobs are
+/// in each state (of the listed task type, if one was given). `next` is
+/// present when more jobs may follow: pass it as the `List` cursor for the
+/// next page. A page may hold fewer jobs than asked when more would not fit
+/// one frame; `next` then says where it stopped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobList {
-    pub jobs: Vec<JobView>,
+    pub jobs: Vec<JobSummary>,
     pub counts: Vec<StateCount>,
+    #[serde(default)]
+    pub next: Option<PageCursor>,
+}
+
+/// Longest `JobSummary::error`: the first bytes of the job's last error,
+/// cut at a character boundary and marked with `…`. `status` has it whole.
+pub const SUMMARY_ERROR_BYTES: usize = 128;
+
+/// One job as `List` shows it: everything the `list` table needs, the
+/// sizes of payload and result instead of their bytes, no attempt history,
+/// and the last error cut to `SUMMARY_ERROR_BYTES`. Its size is bounded
+/// whatever the job holds (task type and worker id are at most 64 bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSummary {
+    pub job_id: JobId,
+    pub task_type: String,
+    pub state: JobState,
+    pub priority: Priority,
+    /// As `JobView::effective_level`.
+    pub effective_level: u8,
+    pub sequence: u64,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// Unix milliseconds.
+    pub submitted_at: i64,
+    pub updated_at: i64,
+    pub worker_id: Option<WorkerId>,
+    /// The last error, at most `SUMMARY_ERROR_BYTES` (and the `…` marker).
+    pub error: Option<String>,
+    pub next_retry_at: Option<i64>,
+    pub not_before: Option<i64>,
+    pub no_worker: bool,
+    /// The running attempt's latest progress, in percent.
+    pub progress_percent: Option<u8>,
+    pub payload_bytes: u64,
+    /// `None` while the job has no result.
+    pub result_bytes: Option<u64>,
+}
+
+impl JobSummary {
+    /// The summary of `view`.
+    pub fn of(view: &JobView) -> JobSummary {
+        JobSummary {
+            job_id: view.job_id,
+            task_type: view.task_type.clone(),
+            state: view.state,
+            priority: view.priority,
+            effective_level: view.effective_level,
+            sequence: view.sequence,
+            attempts: view.attempts,
+            max_attempts: view.max_attempts,
+            submitted_at: view.submitted_at,
+            updated_at: view.updated_at,
+            worker_id: view.worker_id.clone(),
+            error: view.error.as_deref().map(summary_error),
+            next_retry_at: view.next_retry_at,
+            not_before: view.not_before,
+            no_worker: view.no_worker,
+            progress_percent: view.progress.as_ref().map(|p| p.percent),
+            payload_bytes: view.payload_bytes,
+            result_bytes: view.result_bytes,
+        }
+    }
+
+    /// The cursor of a page that ends with this job.
+    pub fn cursor(&self) -> PageCursor {
+        PageCursor((self.sequence, self.submitted_at, self.job_id))
+    }
+}
+
+/// `error` cut to `SUMMARY_ERROR_BYTES` at a character boundary, with `…`
+/// when anything was cut.
+pub fn summary_error(error: &str) -> String {
+    if error.len() <= SUMMARY_ERROR_BYTES {
+        return error.to_string();
+    }
+    let mut cut = error.to_string();
+    crate::protocol::register::cut_at_char_boundary(&mut cut, SUMMARY_ERROR_BYTES);
+    cut.push('…');
+    cut
 }
 
 /// How many jobs are in `state`.
@@ -24,6 +108,12 @@ pub struct StateCount {
 }
 
 /// A read-only snapshot of one job, as durable as the answer carrying it.
+///
+/// Over TCP a view travels in one frame: when payload and result together
+/// would not fit `max-frame-bytes`, the coordinator leaves out the result,
+/// then the payload (their `*_omitted` flag is set and `*_bytes` still
+/// gives the size; read them with `ReadChunk`), then the oldest attempts
+/// (`history_omitted` counts them). The HTTP API always has them whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobView {
     pub job_id: JobId,
@@ -60,6 +150,57 @@ pub struct JobView {
     /// The running attempt's latest progress report, if any.
     #[serde(default)]
     pub progress: Option<Progress>,
+    /// The payload's size, also when `payload` was left out.
+    #[serde(default)]
+    pub payload_bytes: u64,
+    /// True when `payload` is empty because it did not fit the frame.
+    #[serde(default)]
+    pub payload_omitted: bool,
+    /// The result's size (`None`: the job has no result), also when
+    /// `result` was left out.
+    #[serde(default)]
+    pub result_bytes: Option<u64>,
+    /// True when `result` is `None` because it did not fit the frame.
+    #[serde(default)]
+    pub result_omitted: bool,
+    /// How many of the oldest attempts `history` leaves out to fit the frame.
+    #[serde(default)]
+    pub history_omitted: u32,
+}
+
+/// Which of a job's byte fields a `ReadChunk` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ByteField {
+    Payload,
+    Result,
+}
+
+impl ByteField {
+    pub fn name(self) -> &'static str {
+        match self {
+            ByteField::Payload => "payload",
+            ByteField::Result => "result",
+        }
+    }
+}
+
+impl fmt::Display for ByteField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Bytes `offset..offset + bytes.len()` of a job's payload or result,
+/// which is `total` bytes long. A read at `offset == total` is empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ByteChunk {
+    pub job_id: JobId,
+    pub field: ByteField,
+    pub offset: u64,
+    pub total: u64,
+    #[serde(with = "byte_fields")]
+    pub bytes: Vec<u8>,
 }
 
 /// A running task's own account of how far it has got.

@@ -2,7 +2,8 @@
 //! the state machine, and the current attempt.
 
 use crate::protocol::{
-    Attempt, AttemptOutcome, JobId, JobState, JobView, LeaseId, Priority, WorkerId,
+    summary_error, Attempt, AttemptOutcome, ByteChunk, ByteField, JobId, JobState, JobSummary,
+    JobView, LeaseId, Priority, WorkerId,
 };
 use crate::scheduler::queues::effective_level;
 use std::sync::Arc;
@@ -110,7 +111,76 @@ impl Job {
             no_worker,
             history: self.history.clone(),
             progress: self.progress.clone(),
+            payload_bytes: self.payload.len() as u64,
+            payload_omitted: false,
+            result_bytes: self.result.as_ref().map(|r| r.len() as u64),
+            result_omitted: false,
+            history_omitted: 0,
         }
+    }
+
+    /// What `List` shows of the job: `view` without payload, result and
+    /// history (so without copying them), the error cut short.
+    pub fn summary(&self, no_worker: bool, now: i64, aging_step_ms: u64) -> JobSummary {
+        JobSummary {
+            job_id: self.id,
+            task_type: self.task_type.clone(),
+            state: self.state,
+            priority: self.priority,
+            effective_level: effective_level(self.priority, self.submitted_at, now, aging_step_ms),
+            sequence: self.sequence,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            submitted_at: self.submitted_at,
+            updated_at: self.updated_at,
+            worker_id: self.worker_id.clone(),
+            error: self.error.as_deref().map(summary_error),
+            next_retry_at: self.next_retry_at,
+            not_before: self.not_before,
+            no_worker,
+            progress_percent: self.progress.as_ref().map(|p| p.percent),
+            payload_bytes: self.payload.len() as u64,
+            result_bytes: self.result.as_ref().map(|r| r.len() as u64),
+        }
+    }
+
+    /// Up to `max_bytes` of the payload or result from `offset`, or why
+    /// there are none to give.
+    pub fn chunk(
+        &self,
+        field: ByteField,
+        offset: u64,
+        max_bytes: u32,
+    ) -> Result<ByteChunk, String> {
+        let bytes: &[u8] = match field {
+            ByteField::Payload => &self.payload,
+            ByteField::Result => match &self.result {
+                Some(result) => result,
+                None if self.state == JobState::Succeeded => &[],
+                None => {
+                    return Err(format!(
+                        "job {} is {}; only a SUCCEEDED job has a result",
+                        self.id, self.state
+                    ))
+                }
+            },
+        };
+        let total = bytes.len() as u64;
+        if offset > total {
+            return Err(format!(
+                "offset {offset} is past the end of the {field} of job {} ({total} bytes)",
+                self.id
+            ));
+        }
+        let start = offset as usize;
+        let end = start.saturating_add(max_bytes as usize).min(bytes.len());
+        Ok(ByteChunk {
+            job_id: self.id,
+            field,
+            offset,
+            total,
+            bytes: bytes[start..end].to_vec(),
+        })
     }
 
     /// Closes the open attempt (the last one) with `outcome`.

@@ -4,38 +4,14 @@
 //! they are never ahead of the database.
 
 use crate::clock::Now;
-use crate::protocol::{JobId, JobState, JobView, Priority, StateCount, WorkerView};
+use crate::protocol::{JobList, JobState, JobView, Priority, StateCount, WorkerView};
 use crate::scheduler::job::OrderKey;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::state::CoordinatorState;
 use serde::Serialize;
-use std::fmt;
 use std::ops::Bound;
-use std::str::FromStr;
 
-/// Where the previous page stopped: the listing order key of its last job.
-/// Opaque to clients; round-trips through `Display`/`FromStr`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageCursor(pub OrderKey);
-
-impl fmt::Display for PageCursor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (sequence, submitted_at, id) = self.0;
-        write!(f, "{sequence}.{submitted_at}.{id}")
-    }
-}
-
-impl FromStr for PageCursor {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("cursor {s:?} is not one returned by this API");
-        let mut parts = s.splitn(3, '.');
-        let sequence = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-        let submitted_at = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-        let id: JobId = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-        Ok(PageCursor((sequence, submitted_at, id)))
-    }
-}
+pub use crate::protocol::PageCursor;
 
 /// One page of jobs, newest submission first. `next` is present when more
 /// jobs may follow.
@@ -101,6 +77,48 @@ impl CoordinatorState {
         limit: usize,
         now: Now,
     ) -> JobPage {
+        let (page, next) = self.page_keys(state, task_type, cursor, limit);
+        JobPage {
+            jobs: page
+                .iter()
+                .filter_map(|key| self.status(key.2, now))
+                .collect(),
+            next,
+            counts: self.state_counts.counts(task_type),
+        }
+    }
+
+    /// `list_after` as summaries, for the TCP `List`: no payload, result or
+    /// history is copied.
+    pub fn list_summaries(
+        &self,
+        state: Option<JobState>,
+        task_type: Option<&str>,
+        cursor: Option<PageCursor>,
+        limit: usize,
+        now: Now,
+    ) -> JobList {
+        let (page, next) = self.page_keys(state, task_type, cursor, limit);
+        JobList {
+            jobs: page
+                .iter()
+                .filter_map(|key| self.jobs.get(&key.2))
+                .map(|job| self.summary(job, now))
+                .collect(),
+            next,
+            counts: self.state_counts.counts(task_type),
+        }
+    }
+
+    /// The order keys of up to `limit` matching jobs after `cursor`, and
+    /// the cursor of the next page if more match.
+    fn page_keys(
+        &self,
+        state: Option<JobState>,
+        task_type: Option<&str>,
+        cursor: Option<PageCursor>,
+        limit: usize,
+    ) -> (Vec<OrderKey>, Option<PageCursor>) {
         let upper = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.0));
         let mut keys = self
             .by_sequence
@@ -114,15 +132,8 @@ impl CoordinatorState {
             });
         let page: Vec<OrderKey> = keys.by_ref().take(limit).copied().collect();
         let more = keys.next().is_some();
-        let jobs = page
-            .iter()
-            .filter_map(|key| self.status(key.2, now))
-            .collect();
-        JobPage {
-            jobs,
-            next: page.last().filter(|_| more).map(|key| PageCursor(*key)),
-            counts: self.state_counts.counts(task_type),
-        }
+        let next = page.last().filter(|_| more).map(|key| PageCursor(*key));
+        (page, next)
     }
 
     /// For the `Coordinator`, which records persistence batches.

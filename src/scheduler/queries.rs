@@ -2,7 +2,7 @@
 //! pages of jobs, and the invariant check tests run after every step.
 
 use crate::clock::Now;
-use crate::protocol::{JobId, JobList, JobState, JobView, WorkerId, WorkerView};
+use crate::protocol::{JobId, JobList, JobState, JobSummary, JobView, WorkerId, WorkerView};
 use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::Job;
 use crate::scheduler::state::CoordinatorState;
@@ -22,11 +22,12 @@ impl CoordinatorState {
     /// Up to `limit` jobs as seen at `now`, newest submission first,
     /// optionally of one state.
     pub fn list(&self, state: Option<JobState>, limit: usize, now: Now) -> Vec<JobView> {
-        self.list_page(state, None, limit, now).jobs
+        self.list_after(state, None, None, limit, now).jobs
     }
 
-    /// Up to `limit` jobs, newest submission first, filtered by state and
-    /// task type, with the count of jobs per state (of that task type).
+    /// Up to `limit` job summaries, newest submission first, filtered by
+    /// state and task type, with the count of jobs per state (of that task
+    /// type).
     pub fn list_page(
         &self,
         state: Option<JobState>,
@@ -34,20 +35,7 @@ impl CoordinatorState {
         limit: usize,
         now: Now,
     ) -> JobList {
-        let jobs = self
-            .by_sequence
-            .iter()
-            .rev()
-            .filter_map(|key| self.jobs.get(&key.2))
-            .filter(|job| state.is_none_or(|s| job.state == s))
-            .filter(|job| task_type.is_none_or(|t| job.task_type == t))
-            .take(limit)
-            .map(|job| self.view(job, now))
-            .collect();
-        JobList {
-            jobs,
-            counts: self.state_counts.counts(task_type),
-        }
+        self.list_summaries(state, task_type, None, limit, now)
     }
 
     /// The job as a client sees it at `now`, whether held in memory or
@@ -60,18 +48,42 @@ impl CoordinatorState {
     pub fn view(&self, job: &Job, now: Now) -> JobView {
         let no_worker = !self.workers.advertised(&job.task_type);
         let mut view = job.view(no_worker, now.wall_ms, self.policy.aging_step_ms);
-        if let Some(&at) = self.timers.get(&job.id) {
-            let shown = match job.state {
-                JobState::RetryWait => &mut view.next_retry_at,
-                JobState::Queued => &mut view.not_before,
-                _ => return view,
-            };
-            let due = now.wall_at(at);
-            if shown.is_none_or(|stored| stored.abs_diff(due) > STEP_SHOWN_MS) {
-                *shown = Some(due);
+        match job.state {
+            JobState::RetryWait => {
+                view.next_retry_at = self.due_shown(job, view.next_retry_at, now)
             }
+            JobState::Queued => view.not_before = self.due_shown(job, view.not_before, now),
+            _ => {}
         }
         view
+    }
+
+    /// The job's summary at `now`, whether held in memory or read back;
+    /// its pending retry or delay shown as in [`CoordinatorState::view`].
+    pub fn summary(&self, job: &Job, now: Now) -> JobSummary {
+        let no_worker = !self.workers.advertised(&job.task_type);
+        let mut summary = job.summary(no_worker, now.wall_ms, self.policy.aging_step_ms);
+        match job.state {
+            JobState::RetryWait => {
+                summary.next_retry_at = self.due_shown(job, summary.next_retry_at, now)
+            }
+            JobState::Queued => summary.not_before = self.due_shown(job, summary.not_before, now),
+            _ => {}
+        }
+        summary
+    }
+
+    /// When the job's pending timer is shown as due: `stored` unless the
+    /// timer will really come due more than `STEP_SHOWN_MS` away from it.
+    fn due_shown(&self, job: &Job, stored: Option<i64>, now: Now) -> Option<i64> {
+        let Some(&at) = self.timers.get(&job.id) else {
+            return stored;
+        };
+        let due = now.wall_at(at);
+        match stored {
+            Some(stored) if stored.abs_diff(due) <= STEP_SHOWN_MS => Some(stored),
+            _ => Some(due),
+        }
     }
 
     /// True when `worker` is registered through exactly `session`.

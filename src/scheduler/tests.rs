@@ -639,3 +639,48 @@ fn a_retry_of_every_failed_job_requeues_at_most_its_limit_oldest_first() {
     );
     assert_eq!(s.active_jobs(), 3);
 }
+
+#[test]
+fn summaries_page_by_cursor_and_chunks_stay_within_the_bytes() {
+    let mut s = state();
+    let ids: Vec<JobId> = (0..3)
+        .map(|i| accepted(s.submit(echo(&"m".repeat(100)), Now::both(i))))
+        .collect();
+    let first = s.list_summaries(None, None, None, 2, Now::both(10));
+    assert_eq!(
+        first.jobs.iter().map(|j| j.job_id).collect::<Vec<_>>(),
+        [ids[2], ids[1]]
+    );
+    assert!(first
+        .jobs
+        .iter()
+        .all(|j| j.payload_bytes > 100 && j.result_bytes.is_none()));
+    let next = first.next.expect("one more");
+    assert_eq!(next, first.jobs[1].cursor());
+    let rest = s.list_summaries(None, None, Some(next), 2, Now::both(10));
+    assert_eq!(rest.jobs.len(), 1);
+    assert_eq!((rest.jobs[0].job_id, rest.next), (ids[0], None));
+
+    let job = s.job(ids[0]).expect("held");
+    let total = job.payload.len() as u64;
+    let chunk = job.chunk(ByteField::Payload, 3, 10).expect("chunk");
+    assert_eq!(
+        (chunk.offset, chunk.total, chunk.bytes.as_slice()),
+        (3, total, &job.payload[3..13])
+    );
+    let tail = job.chunk(ByteField::Payload, total - 2, 10).expect("tail");
+    assert_eq!(tail.bytes.len(), 2);
+    assert!(job
+        .chunk(ByteField::Payload, total, 10)
+        .expect("end")
+        .bytes
+        .is_empty());
+    let past = job
+        .chunk(ByteField::Payload, total + 1, 10)
+        .expect_err("past the end");
+    assert!(past.contains("past the end of the payload"), "{past}");
+    let none = job
+        .chunk(ByteField::Result, 0, 10)
+        .expect_err("QUEUED has no result");
+    assert!(none.contains("is QUEUED"), "{none}");
+}

@@ -7,9 +7,10 @@ use super::Coordinator;
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
 use crate::clock::Now;
 use crate::protocol::{
-    ClientRequest, ClientResponse, JobId, Progress, SubmitRequest, MAX_LIST_JOBS, MAX_REQUEUE_JOBS,
+    ByteField, ClientRequest, ClientResponse, JobId, Progress, SubmitRequest, MAX_LIST_JOBS,
+    MAX_REQUEUE_JOBS,
 };
-use crate::scheduler::{CancelRefused, RequeueRefused};
+use crate::scheduler::{CancelRefused, Job, RequeueRefused};
 use actix::{Context, Handler};
 use slog::info;
 
@@ -211,12 +212,20 @@ impl Coordinator {
                 state,
                 limit,
                 task_type,
-            } => ClientResponse::Jobs(self.state.list_page(
+                cursor,
+            } => ClientResponse::Jobs(self.state.list_summaries(
                 state,
                 task_type.as_deref(),
+                cursor,
                 limit as usize,
                 now,
             )),
+            ClientRequest::ReadChunk {
+                job_id,
+                field,
+                offset,
+                max_bytes,
+            } => chunk_response(job_id, self.state.job(job_id), field, offset, max_bytes),
             ClientRequest::Cancel { job_id } => self.cancel(job_id, now),
             ClientRequest::Requeue { job_id } => self.requeue(job_id, now),
             ClientRequest::RequeueFailed { task_type } => {
@@ -285,6 +294,21 @@ impl Coordinator {
             .collect();
         self.state.schedule(now);
         answers
+    }
+}
+
+/// The answer to a `ReadChunk` of `job` (`None`: no such job).
+pub(super) fn chunk_response(
+    job_id: JobId,
+    job: Option<&Job>,
+    field: ByteField,
+    offset: u64,
+    max_bytes: u32,
+) -> ClientResponse {
+    match job.map(|job| job.chunk(field, offset, max_bytes)) {
+        Some(Ok(chunk)) => ClientResponse::Chunk(chunk),
+        Some(Err(reason)) => ClientResponse::ChunkRefused { job_id, reason },
+        None => ClientResponse::NotFound { job_id },
     }
 }
 

@@ -4,7 +4,7 @@
 //! is a step of its own.
 //!
 //! What is read from the database, and why it is safe:
-//! - `status` (and `cancel`, `requeue`) of a job not in memory: memory holds every
+//! - `status` (and `cancel`, `requeue`, `read_chunk`) of a job not in memory: memory holds every
 //!   non-terminal job and evicts a finished one only once its last change
 //!   is durable, so a job not in memory is either a finished job whose
 //!   stored row is final, or no job the database still has (it expired
@@ -18,8 +18,9 @@
 //!   memory, then up to `MAX_REQUEUE_JOBS` FAILED jobs in memory are
 //!   requeued there, oldest first; failed jobs that had been evicted are
 //!   retried like recent ones, a bounded number per request.
-//! - `list` and HTTP pages that may show finished jobs (no state filter,
-//!   or a terminal one): the database, newest submission first, which
+//! - `list` (summaries) and HTTP pages (views) that may show finished jobs
+//!   (no state filter, or a terminal one), both resumed after a cursor:
+//!   the database, newest submission first, which
 //!   holds every job acknowledged to anyone before the request arrived
 //!   (acknowledgements wait for their commit). A job the page shows that
 //!   is still in memory is shown as memory has it, and dropped if that no
@@ -32,13 +33,13 @@
 //! An answer from the database is held in the outbox like any other
 //! (behind the newest batch sent), so it never overtakes what is durable.
 
+use super::handlers::chunk_response;
 use super::messages::QueryKind;
 use super::Coordinator;
 use crate::actors::history::{Found, HistoryQuery, ReadHistory};
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
-use crate::clock::Now;
 use crate::protocol::{
-    ClientRequest, ClientResponse, JobId, JobList, JobState, JobView, MAX_REQUEUE_JOBS,
+    ByteField, ClientRequest, ClientResponse, JobId, JobList, JobState, MAX_REQUEUE_JOBS,
 };
 use crate::scheduler::{Job, JobPage, PageCursor};
 use crate::store::PageFilter;
@@ -61,8 +62,19 @@ pub(super) enum HistoryRead {
     Requeue(JobId),
     /// FAILED jobs read back into memory, then requeued there.
     RequeueFailed(PageFilter),
-    /// A TCP `List`: one page, no cursor.
-    List(PageFilter),
+    /// A TCP `List`: summaries of `limit` jobs after the cursor in
+    /// `filter.before`.
+    List {
+        filter: PageFilter,
+        limit: usize,
+    },
+    /// A `ReadChunk` of a job not in memory.
+    Chunk {
+        job_id: JobId,
+        field: ByteField,
+        offset: u64,
+        max_bytes: u32,
+    },
     /// An HTTP page: `limit` jobs after the cursor in `filter.before`.
     Page {
         filter: PageFilter,
@@ -73,13 +85,30 @@ pub(super) enum HistoryRead {
 impl HistoryRead {
     fn query(&self) -> HistoryQuery {
         match self {
-            HistoryRead::Status(id) | HistoryRead::Cancel(id) | HistoryRead::Requeue(id) => {
-                HistoryQuery::Job(*id)
-            }
-            HistoryRead::List(filter)
+            HistoryRead::Status(id)
+            | HistoryRead::Cancel(id)
+            | HistoryRead::Requeue(id)
+            | HistoryRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
+            HistoryRead::List { filter, .. }
             | HistoryRead::RequeueFailed(filter)
             | HistoryRead::Page { filter, .. } => HistoryQuery::Page(filter.clone()),
         }
+    }
+}
+
+/// The stored jobs of a page of `limit` after `cursor`: one more than
+/// asked, to know whether a next page exists.
+fn page_filter(
+    state: Option<JobState>,
+    task_type: &Option<String>,
+    cursor: Option<PageCursor>,
+    limit: usize,
+) -> PageFilter {
+    PageFilter {
+        state,
+        task_type: task_type.clone(),
+        before: cursor.map(|c| c.0),
+        limit: limit.saturating_add(1),
     }
 }
 
@@ -110,16 +139,26 @@ impl Coordinator {
                     limit: MAX_REQUEUE_JOBS,
                 }))
             }
+            ClientRequest::ReadChunk {
+                job_id,
+                field,
+                offset,
+                max_bytes,
+            } if !self.state.holds(*job_id) => Some(HistoryRead::Chunk {
+                job_id: *job_id,
+                field: *field,
+                offset: *offset,
+                max_bytes: *max_bytes,
+            }),
             ClientRequest::List {
                 state,
                 limit,
                 task_type,
-            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::List(PageFilter {
-                state: *state,
-                task_type: task_type.clone(),
-                before: None,
+                cursor,
+            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::List {
+                filter: page_filter(*state, task_type, *cursor, *limit as usize),
                 limit: *limit as usize,
-            })),
+            }),
             _ => None,
         }
     }
@@ -134,13 +173,7 @@ impl Coordinator {
                 cursor,
                 limit,
             } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::Page {
-                filter: PageFilter {
-                    state: *state,
-                    task_type: task_type.clone(),
-                    before: cursor.map(|c| c.0),
-                    // One more than asked, to know whether a next page exists.
-                    limit: limit.saturating_add(1),
-                },
+                filter: page_filter(*state, task_type, *cursor, *limit),
                 limit: *limit,
             }),
             _ => None,
@@ -201,7 +234,14 @@ impl Coordinator {
             Reply::Query(to, request_id) => {
                 let result = match (read, found) {
                     (HistoryRead::Page { filter, limit }, Ok(Found::Jobs(jobs))) => {
-                        QueryResult::Jobs(self.job_page(&filter, jobs, limit))
+                        let now = self.now();
+                        let (jobs, next) =
+                            self.page_of(&filter, jobs, limit, |job| self.state.view(job, now));
+                        QueryResult::Jobs(JobPage {
+                            jobs,
+                            next,
+                            counts: self.state.state_counts(filter.task_type.as_deref()),
+                        })
                     }
                     (_, Err(reason)) => QueryResult::NotReady { reason },
                     (_, Ok(_)) => QueryResult::NotReady {
@@ -227,10 +267,27 @@ impl Coordinator {
                 },
                 None => ClientResponse::NotFound { job_id },
             },
-            (HistoryRead::List(filter), Found::Jobs(jobs)) => ClientResponse::Jobs(JobList {
-                jobs: self.overlay(&filter, jobs, now),
-                counts: self.state.state_counts(filter.task_type.as_deref()),
-            }),
+            (HistoryRead::List { filter, limit }, Found::Jobs(jobs)) => {
+                let (jobs, next) =
+                    self.page_of(&filter, jobs, limit, |job| self.state.summary(job, now));
+                ClientResponse::Jobs(JobList {
+                    jobs,
+                    next,
+                    counts: self.state.state_counts(filter.task_type.as_deref()),
+                })
+            }
+            (
+                HistoryRead::Chunk {
+                    job_id,
+                    field,
+                    offset,
+                    max_bytes,
+                },
+                Found::Job(job),
+            ) => {
+                let job = self.fresh(job, job_id);
+                chunk_response(job_id, job.as_ref(), field, offset, max_bytes)
+            }
             _ => ClientResponse::Overloaded {
                 reason: "history read answered the wrong query".into(),
             },
@@ -272,31 +329,33 @@ impl Coordinator {
         }
     }
 
-    /// The stored jobs as clients see them now: memory's version of each
-    /// job still held, dropped if it no longer matches the filter or has
-    /// moved in the order (a requeue orders it as if submitted anew).
-    fn overlay(&self, filter: &PageFilter, jobs: Vec<Job>, now: Now) -> Vec<JobView> {
-        jobs.into_iter()
-            .filter_map(|job| match self.state.job(job.id) {
-                Some(held) => (filter.state.is_none_or(|s| held.state == s)
-                    && held.order_key() == job.order_key())
-                .then(|| self.state.view(held, now)),
-                None => Some(self.state.view(&job, now)),
-            })
-            .collect()
-    }
-
-    fn job_page(&self, filter: &PageFilter, mut jobs: Vec<Job>, limit: usize) -> JobPage {
+    /// The stored jobs as clients see them now (each shown by `show`):
+    /// memory's version of each job still held, dropped if it no longer
+    /// matches the filter or has moved in the order (a requeue orders it as
+    /// if submitted anew). At most `limit` of them, and the cursor of the
+    /// next page when the read found more.
+    fn page_of<T>(
+        &self,
+        filter: &PageFilter,
+        mut jobs: Vec<Job>,
+        limit: usize,
+        show: impl Fn(&Job) -> T,
+    ) -> (Vec<T>, Option<PageCursor>) {
         let more = jobs.len() > limit;
         jobs.truncate(limit);
         let next = jobs
             .last()
             .filter(|_| more)
             .map(|job| PageCursor(job.order_key()));
-        JobPage {
-            jobs: self.overlay(filter, jobs, self.now()),
-            next,
-            counts: self.state.state_counts(filter.task_type.as_deref()),
-        }
+        let shown = jobs
+            .into_iter()
+            .filter_map(|job| match self.state.job(job.id) {
+                Some(held) => (filter.state.is_none_or(|s| held.state == s)
+                    && held.order_key() == job.order_key())
+                .then(|| show(held)),
+                None => Some(show(&job)),
+            })
+            .collect();
+        (shown, next)
     }
 }
