@@ -1,6 +1,7 @@
 //! No worker connection can stall or bloat the coordinator: registrations
 //! beyond the limits are refused with an error frame naming the limit, and
-//! a connection that never registers is closed at the handshake timeout.
+//! a connection that never registers is closed at the handshake timeout,
+//! and one that does not read its assignments is dropped.
 
 mod common;
 
@@ -85,4 +86,58 @@ fn a_huge_error_from_a_worker_is_stored_cut_with_a_marker() {
         error.len(),
         &error[error.len().saturating_sub(60)..]
     );
+}
+
+#[test]
+fn a_worker_that_heartbeats_but_never_reads_is_dropped_and_its_backlog_freed() {
+    const BUDGET: usize = 256 * 1024;
+    let cluster = Cluster::start_configured(|c| {
+        c.max_unwritten_worker_bytes = BUDGET;
+        c.heartbeat_timeout_millis = 1000;
+        c.handshake_timeout_millis = 500;
+    });
+    let unwritten = cluster.coordinator().worker_unwritten.clone();
+    let mut deaf = RawWorker::register(cluster.coordinator().worker_addr, "deaf", 1000, &["big"]);
+    let heartbeat = deaf.encoded(taskyard::protocol::WorkerMessage::Heartbeat);
+    let mut socket = deaf.socket();
+    socket
+        .set_write_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let beating = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            use std::io::Write;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                if socket.write_all(&heartbeat).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    });
+    // 400 assignments of ~64 KB: far more than loopback buffers hold.
+    let mut client = cluster.client();
+    let payload = json!({ "filler": "x".repeat(64 * 1024) });
+    let jobs: Vec<_> = (0..400)
+        .map(|_| common::jobs::submit(&mut client, common::jobs::request("big", payload.clone())))
+        .collect();
+    common::wait_until(
+        "the deaf worker to be dropped and its backlog freed",
+        Duration::from_secs(20),
+        || {
+            unwritten.get() == 0
+                && client
+                    .workers()
+                    .is_ok_and(|w| w.iter().all(|w| w.worker_id.0 != "deaf"))
+        },
+    );
+    let view = common::jobs::status(&mut client, jobs[0]);
+    assert_ne!(
+        view.state,
+        JobState::Running,
+        "its attempts were taken back"
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    beating.join().expect("heartbeat thread");
 }

@@ -61,6 +61,9 @@ pub struct CoordinatorServer {
     /// Answers encoded for client connections and not yet taken by their
     /// sockets, summed over every client connection.
     pub client_unwritten: UnwrittenBytes,
+    /// Assignments encoded for worker connections and not yet taken by
+    /// their sockets, summed over every worker connection.
+    pub worker_unwritten: UnwrittenBytes,
 }
 
 impl CoordinatorServer {
@@ -75,6 +78,7 @@ impl CoordinatorServer {
         let mut listeners = Listeners::from_config(config)?;
         listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
+        let worker_unwritten = listeners.worker.unwritten.clone();
         let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
         if config.sqlite_preallocate_wal {
             preallocate_wal(&store, &log);
@@ -124,6 +128,7 @@ impl CoordinatorServer {
             coordinator,
             recovery,
             client_unwritten,
+            worker_unwritten,
         })
     }
 }
@@ -237,11 +242,12 @@ impl Listeners {
             max_frame_bytes: config.max_frame_bytes,
             handshake_timeout: Duration::from_millis(config.handshake_timeout_millis),
             max_in_flight: config.max_in_flight_requests,
-            // What the coordinator writes to a worker is bounded by its
-            // capacity, so only client reads wait for their answers.
+            // A worker that does not read its assignments is not read
+            // either: its heartbeats wait, and the heartbeat timeout
+            // declares it lost and closes it, freeing what it left unread.
             max_unwritten_bytes: match role {
                 Role::Client => config.max_unwritten_answer_bytes,
-                Role::Worker => usize::MAX,
+                Role::Worker => config.max_unwritten_worker_bytes,
             },
             unwritten: UnwrittenBytes::default(),
             idle_timeout: match role {
@@ -338,6 +344,8 @@ pub struct CoordinatorHandle {
     pub recovery: RecoverySummary,
     /// See [`CoordinatorServer::client_unwritten`].
     pub client_unwritten: UnwrittenBytes,
+    /// See [`CoordinatorServer::worker_unwritten`].
+    pub worker_unwritten: UnwrittenBytes,
     coordinator: Addr<Coordinator>,
     system: actix::System,
     /// Ends with the actor system's exit code.
@@ -383,6 +391,7 @@ impl CoordinatorHandle {
             http_addr: server.http_addr,
             recovery: server.recovery,
             client_unwritten: server.client_unwritten,
+            worker_unwritten: server.worker_unwritten,
             coordinator: server.coordinator,
             system,
             thread: Some(thread),

@@ -264,12 +264,15 @@ impl<W: AsyncWrite + Unpin + 'static> WriteHandler<ProtocolError> for WorkerSess
 impl<W: AsyncWrite + Unpin + 'static> Handler<SendToWorker> for WorkerSession<W> {
     type Result = ();
 
-    fn handle(&mut self, m: SendToWorker, _: &mut Context<Self>) {
+    fn handle(&mut self, m: SendToWorker, ctx: &mut Context<Self>) {
         if self.io.is_closing() {
             return;
         }
         match (m.frame, m.then_close) {
-            (CoordinatorToWorker::Error { message }, true) => self.io.close_with_error(message),
+            // Bounded: a worker declared lost may not be reading at all.
+            (CoordinatorToWorker::Error { message }, true) => {
+                self.io.close_with_error_bounded(message, ctx)
+            }
             (frame, then_close) => {
                 self.io.write(frame);
                 if then_close {

@@ -86,6 +86,11 @@ config_struct! {
         /// A client connection stops having its requests read while more
         /// than this many bytes of answers wait to be taken by its socket.
         max_unwritten_answer_bytes: usize = 4 * 1024 * 1024,
+        /// A worker connection stops having its frames (heartbeats
+        /// included) read while more than this many bytes of assignments
+        /// wait to be taken by its socket, so a worker that does not read
+        /// is declared lost after the heartbeat timeout.
+        max_unwritten_worker_bytes: usize = 64 * 1024 * 1024,
         /// A connection without a valid Hello (a worker: and Register) by
         /// then is closed.
         handshake_timeout_millis: u64 = 5000,
@@ -269,6 +274,11 @@ impl Validate for CoordinatorConfig {
         at_least(
             "max-unwritten-answer-bytes",
             self.max_unwritten_answer_bytes as u64,
+            1,
+        )?;
+        at_least(
+            "max-unwritten-worker-bytes",
+            self.max_unwritten_worker_bytes as u64,
             1,
         )?;
         at_least(

@@ -81,6 +81,19 @@ impl RawWorker {
         self.stream.write_all(&bytes).expect("raw worker writes");
     }
 
+    /// A second handle on the connection's socket, for a thread that only
+    /// writes (heartbeats) while this one does not read.
+    pub fn socket(&self) -> TcpStream {
+        self.stream.try_clone().expect("clone the socket")
+    }
+
+    /// `frame` as the bytes this worker would send.
+    pub fn encoded(&mut self, frame: WorkerMessage) -> Vec<u8> {
+        let mut bytes = BytesMut::new();
+        self.codec.encode(frame, &mut bytes).expect("encode");
+        bytes.to_vec()
+    }
+
     pub fn send_result(&mut self, job_id: JobId, lease: LeaseId, outcome: TaskOutcome) {
         self.send(WorkerMessage::TaskResult {
             job_id,
