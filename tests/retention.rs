@@ -467,7 +467,10 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
         1,
         "two failed jobs evicted"
     );
-    let request = ClientRequest::RequeueFailed { task_type: None };
+    let request = ClientRequest::RequeueFailed {
+        task_type: None,
+        failed_before: None,
+    };
     let ClientResponse::Requeued {
         mut job_ids,
         refused,
@@ -484,7 +487,10 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
     let active = count(&list, JobState::Queued) + count(&list, JobState::Running);
     assert_eq!(active, 3, "queued again (the stand-in worker may run one)");
     let again = node
-        .ask(ClientRequest::RequeueFailed { task_type: None })
+        .ask(ClientRequest::RequeueFailed {
+            task_type: None,
+            failed_before: None,
+        })
         .await;
     assert_eq!(
         again,
@@ -494,4 +500,43 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
         },
         "nothing is requeued twice"
     );
+
+    // The stand-in worker runs one of them; it fails again, later.
+    node.clock.advance(1_000);
+    let frames = node.recorder.frames.clone();
+    let (job, lease) = wait_for("a requeued job's assignment", || {
+        let frames = frames.lock().expect("lock");
+        frames.iter().rev().find_map(|f| match f {
+            CoordinatorToWorker::TaskAssign { job_id, lease, .. } if failed.contains(job_id) => {
+                Some((*job_id, *lease))
+            }
+            _ => None,
+        })
+    })
+    .await;
+    node.server.coordinator.do_send(WorkerTaskResult {
+        session: SessionId(1),
+        worker_id: WorkerId("w".into()),
+        job_id: job,
+        lease,
+        outcome: permanent(),
+    });
+    let failed_again = node.status(job).await.map(|v| v.state);
+    assert_eq!(failed_again, Some(JobState::Failed));
+    let before_it = ClientRequest::RequeueFailed {
+        task_type: None,
+        failed_before: Some(1_500),
+    };
+    let ClientResponse::Requeued { job_ids, .. } = node.ask(before_it).await else {
+        panic!("not requeued");
+    };
+    assert_eq!(job_ids, vec![], "failed after the bound: left alone");
+    let any_time = ClientRequest::RequeueFailed {
+        task_type: None,
+        failed_before: None,
+    };
+    let ClientResponse::Requeued { job_ids, .. } = node.ask(any_time).await else {
+        panic!("not requeued");
+    };
+    assert_eq!(job_ids, vec![job]);
 }

@@ -319,10 +319,13 @@ impl Client {
 
     /// Requeues every FAILED job (of `task_type`, if given), including
     /// those only the database still holds: one `RequeueFailed` after
-    /// another until one requeues fewer than `MAX_REQUEUE_JOBS`, or as
-    /// many jobs as were FAILED when it began have been requeued (so jobs
-    /// that fail again meanwhile are not retried twice). Returns the
-    /// requeued ids and why it stopped early, if it did.
+    /// another, each for jobs that failed before the first was sent (so a
+    /// job that fails again meanwhile is not retried twice), until one
+    /// requeues fewer than `MAX_REQUEUE_JOBS`, or as many jobs as were
+    /// FAILED at the start have been requeued. "Before" is by this
+    /// machine's clock: with the coordinator's clock ahead of it, jobs that
+    /// failed within that offset of the start are left for the next run.
+    /// Returns the requeued ids and why it stopped early, if it did.
     pub fn requeue_failed(
         &mut self,
         task_type: Option<String>,
@@ -333,10 +336,18 @@ impl Client {
             .iter()
             .find(|c| c.state == JobState::Failed)
             .map_or(0, |c| c.count);
+        // Jobs that fail again after their requeue are left alone: they
+        // finished after this (by this machine's clock).
+        let failed_before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(i64::MAX, |d| {
+                i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+            });
         let mut all = Vec::new();
         loop {
             let request = ClientRequest::RequeueFailed {
                 task_type: task_type.clone(),
+                failed_before: Some(failed_before),
             };
             let (job_ids, refused) = match self.request(request)? {
                 ClientResponse::Requeued { job_ids, refused } => (job_ids, refused),

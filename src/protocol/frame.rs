@@ -347,6 +347,7 @@ mod tests {
             ClientRequest::Requeue { job_id },
             ClientRequest::RequeueFailed {
                 task_type: Some("echo".into()),
+                failed_before: Some(1_700_000_000_000),
             },
         ];
         round_trip(ClientMessage::Hello(Hello {

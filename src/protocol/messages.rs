@@ -203,11 +203,16 @@ pub enum ClientRequest {
     Requeue {
         job_id: JobId,
     },
-    /// Requeues FAILED jobs (of one task type, if given), at most
+    /// Requeues FAILED jobs (of one task type, if given, and that failed
+    /// at or before `failed_before`, unix milliseconds, if given), at most
     /// `MAX_REQUEUE_JOBS` of them; fewer requeued means none are left.
+    /// Repeated with the same `failed_before`, it never picks a job that
+    /// failed again after being requeued.
     RequeueFailed {
         #[serde(default)]
         task_type: Option<String>,
+        #[serde(default)]
+        failed_before: Option<i64>,
     },
     /// Keeps an idle connection open (see `client-idle-timeout-millis`) and
     /// checks that it is alive; answered `Pong` by the connection itself,

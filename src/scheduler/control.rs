@@ -88,12 +88,14 @@ impl CoordinatorState {
         }
     }
 
-    /// Requeues at most `limit` FAILED jobs in memory (of `task_type`, if
-    /// given), oldest first, until the admission limit stops it; returns
-    /// the requeued ids and the reason it stopped early, if it did.
+    /// Requeues at most `limit` FAILED jobs in memory (of `task_type`, and
+    /// finished at or before `failed_before`, if given), oldest first,
+    /// until the admission limit stops it; returns the requeued ids and the
+    /// reason it stopped early, if it did.
     pub fn requeue_failed(
         &mut self,
         task_type: Option<&str>,
+        failed_before: Option<i64>,
         limit: usize,
         now: Now,
     ) -> (Vec<JobId>, Option<String>) {
@@ -103,6 +105,7 @@ impl CoordinatorState {
             .filter_map(|key| self.jobs.get(&key.2))
             .filter(|j| j.state == JobState::Failed)
             .filter(|j| task_type.is_none_or(|t| j.task_type == t))
+            .filter(|j| failed_before.is_none_or(|b| j.finished_at.is_some_and(|f| f <= b)))
             .map(|j| j.id)
             .take(limit)
             .collect();

@@ -259,7 +259,7 @@ impl Harness {
             Event::RequeueFailed { task } => {
                 let task_type = task.map(|t| TASK_TYPES[t]);
                 self.state
-                    .requeue_failed(task_type, crate::protocol::MAX_REQUEUE_JOBS, now);
+                    .requeue_failed(task_type, None, crate::protocol::MAX_REQUEUE_JOBS, now);
             }
             Event::Sweep { advance_ms } => {
                 self.now = self.now.plus(*advance_ms);

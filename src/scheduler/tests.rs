@@ -625,16 +625,16 @@ fn a_retry_of_every_failed_job_requeues_at_most_its_limit_oldest_first() {
         .expect("applied");
     }
     assert_eq!(
-        s.requeue_failed(None, 2, Now::both(5)),
+        s.requeue_failed(None, None, 2, Now::both(5)),
         (jobs[..2].to_vec(), None)
     );
     consistent(&s);
     assert_eq!(
-        s.requeue_failed(Some("other"), 2, Now::both(6)),
+        s.requeue_failed(Some("other"), None, 2, Now::both(6)),
         (vec![], None)
     );
     assert_eq!(
-        s.requeue_failed(None, 2, Now::both(7)),
+        s.requeue_failed(None, Some(4), 2, Now::both(7)),
         (vec![jobs[2]], None)
     );
     assert_eq!(s.active_jobs(), 3);

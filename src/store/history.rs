@@ -22,6 +22,8 @@ pub struct PageFilter {
     pub state: Option<JobState>,
     pub task_type: Option<String>,
     pub before: Option<OrderKey>,
+    /// Only jobs that finished at or before this time (unix milliseconds).
+    pub finished_by: Option<i64>,
     pub limit: usize,
 }
 
@@ -63,6 +65,10 @@ impl JobReader {
         if let Some(task_type) = &filter.task_type {
             conditions.push("task_type = ?");
             args.push(task_type.clone().into());
+        }
+        if let Some(finished_by) = filter.finished_by {
+            conditions.push("finished_at <= ?");
+            args.push(finished_by.into());
         }
         if let Some((sequence, submitted_at, id)) = filter.before {
             conditions.push("(sequence, submitted_at, id) < (?, ?, ?)");

@@ -99,6 +99,7 @@ fn history_reads_a_job_with_its_attempts_and_pages_newest_first() {
     );
     let page = |state, before| {
         let filter = PageFilter {
+            finished_by: None,
             state,
             task_type: Some("echo".into()),
             before,

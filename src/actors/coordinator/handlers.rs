@@ -228,9 +228,10 @@ impl Coordinator {
             } => chunk_response(job_id, self.state.job(job_id), field, offset, max_bytes),
             ClientRequest::Cancel { job_id } => self.cancel(job_id, now),
             ClientRequest::Requeue { job_id } => self.requeue(job_id, now),
-            ClientRequest::RequeueFailed { task_type } => {
-                self.requeue_failed(task_type.as_deref(), now)
-            }
+            ClientRequest::RequeueFailed {
+                task_type,
+                failed_before,
+            } => self.requeue_failed(task_type.as_deref(), failed_before, now),
             ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views(now)),
             // Sessions answer pings themselves; one forwarded here is harmless.
             ClientRequest::Ping => ClientResponse::Pong,
@@ -252,8 +253,15 @@ impl Coordinator {
     }
 
     /// Requeues at most `MAX_REQUEUE_JOBS` of the FAILED jobs in memory.
-    pub(super) fn requeue_failed(&mut self, task_type: Option<&str>, now: Now) -> ClientResponse {
-        let (job_ids, refused) = self.state.requeue_failed(task_type, MAX_REQUEUE_JOBS, now);
+    pub(super) fn requeue_failed(
+        &mut self,
+        task_type: Option<&str>,
+        failed_before: Option<i64>,
+        now: Now,
+    ) -> ClientResponse {
+        let (job_ids, refused) =
+            self.state
+                .requeue_failed(task_type, failed_before, MAX_REQUEUE_JOBS, now);
         self.state.schedule(now);
         ClientResponse::Requeued { job_ids, refused }
     }

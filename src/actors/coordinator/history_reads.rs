@@ -108,6 +108,7 @@ fn page_filter(
         state,
         task_type: task_type.clone(),
         before: cursor.map(|c| c.0),
+        finished_by: None,
         limit: limit.saturating_add(1),
     }
 }
@@ -131,14 +132,16 @@ impl Coordinator {
             ClientRequest::Requeue { job_id } if !self.state.holds(*job_id) => {
                 Some(HistoryRead::Requeue(*job_id))
             }
-            ClientRequest::RequeueFailed { task_type } => {
-                Some(HistoryRead::RequeueFailed(PageFilter {
-                    state: Some(JobState::Failed),
-                    task_type: task_type.clone(),
-                    before: None,
-                    limit: MAX_REQUEUE_JOBS,
-                }))
-            }
+            ClientRequest::RequeueFailed {
+                task_type,
+                failed_before,
+            } => Some(HistoryRead::RequeueFailed(PageFilter {
+                state: Some(JobState::Failed),
+                task_type: task_type.clone(),
+                before: None,
+                finished_by: *failed_before,
+                limit: MAX_REQUEUE_JOBS,
+            })),
             ClientRequest::ReadChunk {
                 job_id,
                 field,
@@ -218,7 +221,7 @@ impl Coordinator {
                         self.requeue_stored(job_id, job)
                     }
                     (HistoryRead::RequeueFailed(filter), Ok(Found::Jobs(jobs))) => {
-                        self.requeue_failed_stored(filter.task_type.as_deref(), jobs)
+                        self.requeue_failed_stored(&filter, jobs)
                     }
                     (read, Ok(found)) => self.client_response(read, found),
                     (_, Err(reason)) => ClientResponse::Overloaded { reason },
@@ -313,12 +316,12 @@ impl Coordinator {
     /// already), then requeues FAILED jobs in memory as `RequeueFailed`
     /// does. A job brought back but not requeued (the admission limit
     /// stopped it) is a finished job in memory, evicted again in time.
-    fn requeue_failed_stored(&mut self, task_type: Option<&str>, jobs: Vec<Job>) -> ClientResponse {
+    fn requeue_failed_stored(&mut self, filter: &PageFilter, jobs: Vec<Job>) -> ClientResponse {
         let now = self.now();
         for job in jobs {
             self.state.restore(job, now);
         }
-        self.requeue_failed(task_type, now)
+        self.requeue_failed(filter.task_type.as_deref(), filter.finished_by, now)
     }
 
     /// The job as memory has it if it is there, else as read.
