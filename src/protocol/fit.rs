@@ -4,8 +4,9 @@
 //! passes it through [`fit_response`], which cuts what can be cut and says
 //! so in the answer (nothing is cut silently):
 //!
-//! - a job view (`Job`) leaves out its result, then its payload, then its
-//!   oldest attempts, then shortens its error, until it fits; the flags and
+//! - a job view (`Job`) leaves out its payload, or its result if only
+//!   the payload fits, or both, then its oldest attempts, then shortens
+//!   its error, until it fits; the flags and
 //!   sizes in `JobView` say what is missing, and `ReadChunk` reads it;
 //! - a page of summaries (`Jobs`) keeps the jobs that fit, in order, and
 //!   sets `next` to resume after the last one kept;

@@ -110,8 +110,9 @@ pub struct StateCount {
 /// A read-only snapshot of one job, as durable as the answer carrying it.
 ///
 /// Over TCP a view travels in one frame: when payload and result together
-/// would not fit `max-frame-bytes`, the coordinator leaves out the result,
-/// then the payload (their `*_omitted` flag is set and `*_bytes` still
+/// would not fit `max-frame-bytes`, the coordinator leaves out the payload,
+/// or the result if only the payload fits, or both (their `*_omitted` flag
+/// is set and `*_bytes` still
 /// gives the size; read them with `ReadChunk`), then the oldest attempts
 /// (`history_omitted` counts them). The HTTP API always has them whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -334,8 +334,8 @@ impl Coordinator {
 
     /// The stored jobs as clients see them now (each shown by `show`):
     /// memory's version of each job still held, dropped if it no longer
-    /// matches the filter or has moved in the order (a requeue orders it as
-    /// if submitted anew). At most `limit` of them, and the cursor of the
+    /// matches the filter (or, defensively, if its order key changed: no
+    /// transition changes it today). At most `limit` of them, and the cursor of the
     /// next page when the read found more.
     fn page_of<T>(
         &self,
