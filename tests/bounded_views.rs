@@ -299,3 +299,49 @@ fn a_chunk_past_the_end_or_of_no_result_is_refused_clearly() {
     ));
     client.ping().expect("the connection is still fine");
 }
+
+#[test]
+fn a_batch_whose_answer_could_not_fit_is_refused_before_anything_is_submitted() {
+    use std::io::Write;
+    let cluster = Cluster::start_configured(|c| {
+        c.max_frame_bytes = 64 * 1024;
+        c.max_payload_bytes = 32 * 1024;
+        c.max_result_bytes = 32 * 1024;
+    });
+    let most = fit::max_batch_submissions(64 * 1024);
+    let mut raw = common::raw_client::connect(&cluster.client_addr());
+    let hello = common::raw_client::read_frame(&mut raw, WITHIN);
+    assert!(
+        matches!(hello, Some(CoordinatorToClient::Hello(_))),
+        "{hello:?}"
+    );
+    let answer_to = |raw: &mut std::net::TcpStream, id: u64, batch: Vec<SubmitRequest>| {
+        let frame = common::raw_client::request_frame(id, ClientRequest::SubmitBatch(batch));
+        raw.write_all(&frame).expect("sent");
+        match common::raw_client::read_frame(raw, WITHIN) {
+            Some(CoordinatorToClient::Response { response, .. }) => response,
+            other => panic!("no answer: {other:?}"),
+        }
+    };
+    // Every submission rejected with the longest reason there is: an
+    // invalid payload whose task type is long.
+    let rejected = || SubmitRequest::new("t".repeat(200), b"not json".to_vec());
+    let too_many = answer_to(&mut raw, 1, vec![rejected(); most + 1]);
+    let ClientResponse::Overloaded { reason } = too_many else {
+        panic!("not refused: {too_many:?}");
+    };
+    assert!(reason.contains("max-frame-bytes (65536)"), "{reason}");
+    let fits = answer_to(&mut raw, 2, vec![rejected(); most]);
+    let ClientResponse::BatchSubmitted(answers) = fits else {
+        panic!("not answered whole: {fits:?}");
+    };
+    assert_eq!(answers.len(), most);
+    let valid = vec![request("nobody", json!({})); most + 1];
+    let refused = answer_to(&mut raw, 3, valid);
+    assert!(
+        matches!(refused, ClientResponse::Overloaded { .. }),
+        "{refused:?}"
+    );
+    let listed = cluster.client().list(None, 10).expect("list");
+    assert!(listed.is_empty(), "nothing was submitted: {listed:?}");
+}

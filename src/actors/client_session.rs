@@ -148,6 +148,22 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
             let most = fit::max_chunk_bytes(self.io.policy().max_frame_bytes);
             *max_bytes = (*max_bytes).min(u32::try_from(most).unwrap_or(u32::MAX));
         }
+        if let ClientRequest::SubmitBatch(reqs) = &request {
+            let most = fit::max_batch_submissions(self.io.policy().max_frame_bytes);
+            if reqs.len() > most {
+                let reason = format!(
+                    "SubmitBatch of {} submissions: at most {most} fit one answer within \
+                     max-frame-bytes ({}); nothing was submitted, send smaller batches",
+                    reqs.len(),
+                    self.io.policy().max_frame_bytes
+                );
+                self.io.write(CoordinatorToClient::Response {
+                    request_id,
+                    response: ClientResponse::Overloaded { reason },
+                });
+                return;
+            }
+        }
         let limit = self.io.policy().max_in_flight;
         if self.in_flight.count(self.io.written()) >= limit {
             let reason = format!("max-in-flight-requests ({limit}) reached on this connection");

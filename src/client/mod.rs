@@ -20,9 +20,10 @@ mod error;
 pub use error::ClientError;
 
 use crate::protocol::{
-    ByteChunk, ByteField, ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, Hello,
-    JobId, JobList, JobState, JobSummary, JobView, PageCursor, Role, SubmitAnswer, SubmitRequest,
-    WorkerView, IDLE_CLOSED, MAX_LIST_JOBS, MAX_REQUEUE_JOBS, PROTOCOL_VERSION, UNAUTHORIZED,
+    fit, ByteChunk, ByteField, ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient,
+    Hello, JobId, JobList, JobState, JobSummary, JobView, PageCursor, Role, SubmitAnswer,
+    SubmitRequest, WorkerView, DEFAULT_MAX_FRAME_BYTES, IDLE_CLOSED, MAX_LIST_JOBS,
+    MAX_REQUEUE_JOBS, PROTOCOL_VERSION, UNAUTHORIZED,
 };
 use crate::security::{tls, Secret};
 use connection::Connection;
@@ -131,19 +132,33 @@ impl Client {
         }
     }
 
-    /// Submits many jobs in one frame; the answers are in request order, one each.
+    /// Submits many jobs, in frames of at most as many submissions as a
+    /// default coordinator's answer frame holds; the answers are in request
+    /// order, one each.
     pub fn submit_batch(
         &mut self,
-        reqs: Vec<SubmitRequest>,
+        mut reqs: Vec<SubmitRequest>,
     ) -> Result<Vec<SubmitAnswer>, ClientError> {
-        let sent = reqs.len();
-        match self.request(ClientRequest::SubmitBatch(reqs))? {
-            ClientResponse::BatchSubmitted(answers) if answers.len() == sent => Ok(answers),
-            ClientResponse::BatchSubmitted(answers) => Err(ClientError::UnexpectedResponse(
-                format!("{} answers to a batch of {sent}", answers.len()),
-            )),
-            other => Err(unexpected("BatchSubmitted", &other)),
+        let most = fit::max_batch_submissions(DEFAULT_MAX_FRAME_BYTES);
+        let mut all = Vec::with_capacity(reqs.len());
+        while !reqs.is_empty() {
+            let rest = reqs.split_off(reqs.len().min(most));
+            let sent = reqs.len();
+            match self.request(ClientRequest::SubmitBatch(reqs))? {
+                ClientResponse::BatchSubmitted(answers) if answers.len() == sent => {
+                    all.extend(answers)
+                }
+                ClientResponse::BatchSubmitted(answers) => {
+                    return Err(ClientError::UnexpectedResponse(format!(
+                        "{} answers to a batch of {sent}",
+                        answers.len()
+                    )))
+                }
+                other => return Err(unexpected("BatchSubmitted", &other)),
+            }
+            reqs = rest;
         }
+        Ok(all)
     }
 
     /// One job's current view; `None` if the coordinator does not know it.

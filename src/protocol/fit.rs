@@ -34,6 +34,22 @@ const RESPONSE_ENVELOPE_BYTES: usize = 64;
 /// Bytes of a `Chunk` answer besides its bytes (ids, offsets, envelope).
 const CHUNK_OVERHEAD_BYTES: usize = 256;
 
+/// The longest reason a rejected submission's answer gives (the coordinator
+/// cuts longer ones).
+pub const MAX_REJECTION_REASON_BYTES: usize = 512;
+
+/// The most one submission's answer in a `BatchSubmitted` can take:
+/// a rejection with the longest reason, and its framing.
+const MAX_SUBMIT_ANSWER_BYTES: usize = MAX_REJECTION_REASON_BYTES + 64;
+
+/// The most submissions one `SubmitBatch` may carry on a connection of
+/// `max_frame_bytes`, so that its answer is sure to fit one frame: a
+/// bigger batch is refused before anything is submitted, since an answer
+/// cut down after the jobs were created would lose their ids.
+pub fn max_batch_submissions(max_frame_bytes: usize) -> usize {
+    (max_frame_bytes.saturating_sub(FRAME_HEADROOM_BYTES) / MAX_SUBMIT_ANSWER_BYTES).max(1)
+}
+
 /// The most bytes one `Chunk` answer carries in a frame of `max_frame_bytes`.
 pub fn max_chunk_bytes(max_frame_bytes: usize) -> usize {
     max_frame_bytes.saturating_sub(CHUNK_OVERHEAD_BYTES).max(1)

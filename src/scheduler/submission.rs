@@ -3,6 +3,8 @@
 //! submission changes nothing; an accepted one is a new QUEUED job.
 
 use crate::clock::Now;
+use crate::protocol::fit;
+use crate::protocol::register::cut_at_char_boundary;
 use crate::protocol::{limits, payloads};
 use crate::protocol::{JobId, JobState, SubmitAnswer, SubmitRejected, SubmitRequest};
 use crate::scheduler::job::Job;
@@ -27,8 +29,10 @@ impl CoordinatorState {
         }
         let job = match self.admit(req, now) {
             Ok(job) => job,
-            Err(reason) => {
+            Err(mut reason) => {
                 self.metrics.rejected += 1;
+                // Bounded, so a batch's answers have a known worst case.
+                cut_at_char_boundary(&mut reason, fit::MAX_REJECTION_REASON_BYTES);
                 return SubmitAnswer::Rejected(SubmitRejected { reason });
             }
         };
