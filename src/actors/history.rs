@@ -5,7 +5,7 @@
 
 use crate::protocol::JobId;
 use crate::scheduler::Job;
-use crate::store::{JobReader, PageFilter, StoreError};
+use crate::store::{JobReader, PageFilter, StoreError, StoredSummary};
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
 use std::path::Path;
 use std::sync::Mutex;
@@ -23,6 +23,9 @@ pub enum HistoryQuery {
     Job(JobId),
     /// A page of jobs, newest first; answered with `Found::Jobs`.
     Page(PageFilter),
+    /// The same page without payloads, results and older attempts;
+    /// answered with `Found::Summaries`.
+    Summaries(PageFilter),
 }
 
 /// What the database holds for a `HistoryQuery`, as committed when the
@@ -32,6 +35,7 @@ pub enum Found {
     /// `None`: no such job (it expired, or never existed).
     Job(Option<Box<Job>>),
     Jobs(Vec<Job>),
+    Summaries(Vec<StoredSummary>),
 }
 
 /// Coordinator → history pool: read what `query` asks for. One message
@@ -90,6 +94,9 @@ impl Handler<ReadHistory> for History {
         match m.query {
             HistoryQuery::Job(id) => Ok(Found::Job(self.reader.job(id)?.map(Box::new))),
             HistoryQuery::Page(filter) => Ok(Found::Jobs(self.reader.page(&filter)?)),
+            HistoryQuery::Summaries(filter) => {
+                Ok(Found::Summaries(self.reader.summaries(&filter)?))
+            }
         }
     }
 }

@@ -156,8 +156,9 @@ impl SubmitRequest {
 pub use crate::protocol::limits::MAX_LIST_JOBS;
 
 /// The most jobs one `RequeueFailed` requeues; a client sends it again for
-/// the rest (the client library does).
-pub const MAX_REQUEUE_JOBS: usize = 1000;
+/// the rest (the client library does). Small, because the evicted ones are
+/// read back whole (payload, result, attempts) to be requeued.
+pub const MAX_REQUEUE_JOBS: usize = 100;
 
 /// Requests a client may send after `Hello`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,6 +15,18 @@ pub struct JobReader {
     path: PathBuf,
 }
 
+/// A stored job without its bytes (see [`JobReader::summaries`]), and how
+/// long its payload and result are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSummary {
+    pub job: Job,
+    pub payload_bytes: u64,
+    pub result_bytes: Option<u64>,
+}
+
+/// Where the lengths follow `COLUMNS` in a summary row.
+const SUMMARY_LENGTHS: usize = 26;
+
 /// Which jobs a history page holds: newest submission first, after
 /// `before` (exclusive), of one state and task type if given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +68,45 @@ impl JobReader {
     /// Up to `filter.limit` stored jobs, newest submission first; each
     /// with its whole history.
     pub fn page(&self, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
+        let jobs = self.select(filter, COLUMNS, read_row)?;
+        jobs.into_iter().map(|job| self.with_history(job)).collect()
+    }
+
+    /// `page` without the bytes: each job's payload and result are left
+    /// empty (a result present stays `Some`), its history holds only the
+    /// last attempt, and the stored lengths come beside it. What a list of
+    /// summaries needs, without reading a payload or result from disk.
+    pub fn summaries(&self, filter: &PageFilter) -> Result<Vec<StoredSummary>, StoreError> {
+        let columns = format!(
+            "{}, length(payload), length(result)",
+            COLUMNS.replacen("payload", "x'' AS payload", 1).replacen(
+                "result",
+                "CASE WHEN result IS NULL THEN NULL ELSE x'' END AS result",
+                1
+            )
+        );
+        self.select(filter, &columns, |row| {
+            Ok(StoredSummary {
+                job: read_row(row)?,
+                payload_bytes: row
+                    .get::<_, Option<i64>>(SUMMARY_LENGTHS)?
+                    .unwrap_or(0)
+                    .max(0) as u64,
+                result_bytes: row
+                    .get::<_, Option<i64>>(SUMMARY_LENGTHS + 1)?
+                    .map(|n| n.max(0) as u64),
+            })
+        })
+    }
+
+    /// The rows of `filter`'s page, newest submission first, as `columns`
+    /// read by `read`.
+    fn select<T>(
+        &self,
+        filter: &PageFilter,
+        columns: &str,
+        read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
         let mut conditions = Vec::new();
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
         if let Some(state) = filter.state {
@@ -82,17 +133,15 @@ impl JobReader {
         };
         args.push((filter.limit.min(i64::MAX as usize) as i64).into());
         let query = format!(
-            "SELECT {COLUMNS} FROM jobs {filter_sql} \
+            "SELECT {columns} FROM jobs {filter_sql} \
              ORDER BY sequence DESC, submitted_at DESC, id DESC LIMIT ?"
         );
         let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
         let rows = stmt
-            .query_map(params_from_iter(args), read_row)
+            .query_map(params_from_iter(args), read)
             .map_err(|e| self.error(e))?;
-        let jobs: Vec<Job> = rows
-            .collect::<rusqlite::Result<_>>()
-            .map_err(|e| self.error(e))?;
-        jobs.into_iter().map(|job| self.with_history(job)).collect()
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| self.error(e))
     }
 
     /// Adds the attempts stored apart from the job row.

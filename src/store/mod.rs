@@ -12,7 +12,7 @@ pub mod wal_prealloc;
 mod write;
 
 pub use expiry::{ExpiredJob, ExpiryCutoffs};
-pub use history::{JobReader, PageFilter};
+pub use history::{JobReader, PageFilter, StoredSummary};
 
 #[cfg(test)]
 mod retention_tests;

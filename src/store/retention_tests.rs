@@ -111,6 +111,36 @@ fn history_reads_a_job_with_its_attempts_and_pages_newest_first() {
     assert_eq!(page(None, None), vec![53, 52, 51]);
     assert_eq!(page(None, Some(jobs[51].order_key())), vec![51, 50, 49]);
     assert_eq!(page(Some(JobState::RetryWait), None), vec![3]);
+
+    // Summaries: the same rows, without their bytes, with their lengths.
+    let filter = PageFilter {
+        finished_by: None,
+        state: None,
+        task_type: None,
+        before: None,
+        limit: 100,
+    };
+    let whole = reader.page(&filter).expect("page");
+    let summaries = reader.summaries(&filter).expect("summaries");
+    assert_eq!(summaries.len(), whole.len());
+    for (summary, job) in summaries.iter().zip(&whole) {
+        assert_eq!(summary.job.id, job.id);
+        assert_eq!(summary.job.state, job.state);
+        assert_eq!(summary.job.error, job.error);
+        assert_eq!(summary.payload_bytes, job.payload.len() as u64);
+        assert_eq!(
+            summary.result_bytes,
+            job.result.as_ref().map(|r| r.len() as u64)
+        );
+        assert!(summary.job.payload.is_empty(), "no payload read");
+        assert!(summary.job.result.as_ref().is_none_or(|r| r.is_empty()));
+    }
+    assert!(
+        whole
+            .iter()
+            .any(|j| j.result.as_ref().is_some_and(|r| !r.is_empty())),
+        "some stocked job has a result to measure"
+    );
 }
 
 #[test]

@@ -44,6 +44,7 @@ use crate::protocol::{
 use crate::scheduler::{Job, JobPage, PageCursor};
 use crate::store::PageFilter;
 use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
+use std::collections::HashMap;
 
 /// Where the answer to a request goes.
 pub(super) enum Reply {
@@ -89,9 +90,10 @@ impl HistoryRead {
             | HistoryRead::Cancel(id)
             | HistoryRead::Requeue(id)
             | HistoryRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
-            HistoryRead::List { filter, .. }
-            | HistoryRead::RequeueFailed(filter)
-            | HistoryRead::Page { filter, .. } => HistoryQuery::Page(filter.clone()),
+            HistoryRead::List { filter, .. } => HistoryQuery::Summaries(filter.clone()),
+            HistoryRead::RequeueFailed(filter) | HistoryRead::Page { filter, .. } => {
+                HistoryQuery::Page(filter.clone())
+            }
         }
     }
 }
@@ -270,9 +272,26 @@ impl Coordinator {
                 },
                 None => ClientResponse::NotFound { job_id },
             },
-            (HistoryRead::List { filter, limit }, Found::Jobs(jobs)) => {
-                let (jobs, next) =
-                    self.page_of(&filter, jobs, limit, |job| self.state.summary(job, now));
+            (HistoryRead::List { filter, limit }, Found::Summaries(stored)) => {
+                let mut sizes = HashMap::with_capacity(stored.len());
+                let jobs = stored
+                    .into_iter()
+                    .map(|s| {
+                        sizes.insert(s.job.id, (s.payload_bytes, s.result_bytes));
+                        s.job
+                    })
+                    .collect();
+                // A job memory holds is shown as memory has it; one read
+                // without its bytes gets the stored lengths.
+                let (jobs, next) = self.page_of(&filter, jobs, limit, |job| {
+                    let mut summary = self.state.summary(job, now);
+                    if !self.state.holds(job.id) {
+                        if let Some(&(payload, result)) = sizes.get(&job.id) {
+                            (summary.payload_bytes, summary.result_bytes) = (payload, result);
+                        }
+                    }
+                    summary
+                });
                 ClientResponse::Jobs(JobList {
                     jobs,
                     next,
