@@ -25,6 +25,9 @@ pub const NOOP: &str = "bench.noop";
 pub const TIMED: &str = "bench.timed";
 /// No worker runs it: `--preload` jobs wait behind everything else.
 pub const UNRUN: &str = "bench.unrun";
+/// The task type of `--seed-finished` jobs: a type of its own, so their
+/// counts (which drop as expiry deletes them) do not mix with the drain's.
+pub const SEEDED: &str = "bench.seeded";
 /// Advertised by `--idle-workers` connections; never submitted.
 pub const IDLE: &str = "bench.idle";
 
@@ -236,7 +239,7 @@ fn seed_plan(opts: &BenchOptions) -> SeedPlan {
         active: 0,
         keyed: false,
         finished_from: now - age - opts.seed_finished as i64,
-        task_type: NOOP.into(),
+        task_type: SEEDED.into(),
     }
 }
 
