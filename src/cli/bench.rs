@@ -115,6 +115,13 @@ pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
             "--jobs, --workers, --capacity, --clients and --batch must be at least 1".into(),
         ));
     }
+    if args.seed_finished > 0 && ctx.coordinator_given {
+        return Err(CliError::BadArgument(
+            "--seed-finished writes the database of the coordinator bench starts; \
+             it cannot be used with --coordinator"
+                .into(),
+        ));
+    }
     let log = crate::logging::build_logger(args.log_level, LogFormat::Text);
     let opts = options(ctx, &args);
     let tty = std::io::stderr().is_terminal();
