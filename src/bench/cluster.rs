@@ -4,9 +4,11 @@
 
 use crate::actors::coordinator::{Inspect, Inspection};
 use crate::actors::CoordinatorHandle;
+use crate::bench::seed::{self, SeedPlan};
 use crate::bench::{BenchError, BenchOptions};
 use crate::client::Client;
 use crate::client::ClientOptions;
+use crate::clock::Clock;
 use crate::config::{CoordinatorConfig, WorkerConfig};
 use crate::protocol::{JobId, TaskOutcome};
 use crate::worker::{TaskRegistry, Threads, WorkerHandle};
@@ -23,6 +25,9 @@ pub const NOOP: &str = "bench.noop";
 pub const TIMED: &str = "bench.timed";
 /// No worker runs it: `--preload` jobs wait behind everything else.
 pub const UNRUN: &str = "bench.unrun";
+/// The task type of `--seed-finished` jobs: a type of its own, so their
+/// counts (which drop as expiry deletes them) do not mix with the drain's.
+pub const SEEDED: &str = "bench.seeded";
 /// Advertised by `--idle-workers` connections; never submitted.
 pub const IDLE: &str = "bench.idle";
 
@@ -141,6 +146,27 @@ impl Cluster {
             .map_err(|e| BenchError::Failed(format!("coordinator invariant broken: {e}")))
     }
 
+    /// How many `--seed-finished` jobs the database still holds (expiry
+    /// deletes them with `--seed-expired`); `None` for a remote
+    /// coordinator. Reads the database beside the coordinator.
+    pub fn seeded_left(&self) -> Result<Option<u64>, BenchError> {
+        let Some(own) = &self.own else {
+            return Ok(None);
+        };
+        let path = &own.config.db_path;
+        let fail = |e: rusqlite::Error| BenchError::Failed(format!("{}: {e}", path.display()));
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+        let conn = rusqlite::Connection::open_with_flags(path, flags).map_err(fail)?;
+        let left: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM jobs WHERE worker_id = ?1",
+                [seed::SEED_WORKER],
+                |r| r.get(0),
+            )
+            .map_err(fail)?;
+        Ok(Some(left.max(0) as u64))
+    }
+
     /// Stops the workers, stops the coordinator gracefully and starts it
     /// again on the same database: how long until it is ready to serve, and
     /// how many rows it loaded. `None` for a remote coordinator.
@@ -189,6 +215,9 @@ impl OwnCoordinator {
             http_listen: String::new(),
             ..CoordinatorConfig::default()
         };
+        if opts.seed_finished > 0 {
+            seed::seed(&config.db_path, &seed_plan(opts))?;
+        }
         let handle = CoordinatorHandle::spawn(config.clone(), log)
             .map_err(|e| BenchError::Start(e.to_string()))?;
         Ok(OwnCoordinator {
@@ -196,6 +225,21 @@ impl OwnCoordinator {
             config,
             dir,
         })
+    }
+}
+
+/// `--seed-finished` jobs: finished an hour ago, or 8 days ago (past the
+/// default `job-retention-millis`) with `--seed-expired`.
+fn seed_plan(opts: &BenchOptions) -> SeedPlan {
+    const HOUR_MS: i64 = 3_600_000;
+    let age = if opts.seed_expired { 8 * 24 } else { 1 } * HOUR_MS;
+    let now = crate::clock::SystemClock.now_millis();
+    SeedPlan {
+        finished: opts.seed_finished,
+        active: 0,
+        keyed: false,
+        finished_from: now - age - opts.seed_finished as i64,
+        task_type: SEEDED.into(),
     }
 }
 
@@ -231,10 +275,10 @@ fn registry(start_times: &StartTimes) -> TaskRegistry {
 }
 
 /// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
-    fn create() -> Result<TempDir, BenchError> {
+    pub(super) fn create() -> Result<TempDir, BenchError> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())

@@ -14,6 +14,8 @@ mod latency;
 mod load;
 mod pipeline;
 pub mod report;
+pub mod seed;
+pub mod startup;
 
 pub use report::BenchReport;
 
@@ -25,7 +27,7 @@ use crate::protocol::{Priority, SubmitRequest};
 use cluster::{Cluster, NOOP, TIMED, UNRUN};
 use cpu::{CpuSnapshot, CpuUsed};
 use load::SubmitPlan;
-use report::{rate, Persistence, Preload, Recovery, Setup, Throughput};
+use report::{rate, Persistence, Preload, Recovery, Settled, Setup, Throughput};
 use slog::Logger;
 use std::time::{Duration, Instant};
 
@@ -53,6 +55,12 @@ pub struct BenchOptions {
     pub latency_jobs: u32,
     pub latency_interval: Duration,
     pub recovery: bool,
+    /// Finished jobs stored in the own coordinator's database before it
+    /// starts (see `seed`).
+    pub seed_finished: u64,
+    /// Those jobs finished 8 days ago: past the default retention, so
+    /// expiry deletes them while the run goes on.
+    pub seed_expired: bool,
 }
 
 /// Why a run could not complete.
@@ -80,6 +88,7 @@ pub fn run(
     let before = (cpu_snapshot(), cluster.inspect()?);
     let drained = load::submit_and_drain(&plan(opts, &cluster, NOOP, opts.jobs), progress)?;
     let after = (cpu_snapshot(), cluster.inspect()?);
+    let settled = settled(opts, &cluster)?;
     let latency = (opts.latency_jobs > 0)
         .then(|| {
             latency::paced(
@@ -130,11 +139,37 @@ pub fn run(
         latency,
         preload,
         idle,
+        settled,
         recovery: recovery.map(|(ready, rows)| Recovery {
             rows,
             ready_ms: ready.as_secs_f64() * 1000.0,
         }),
     })
+}
+
+/// How long the coordinator is left idle after the drain before its memory
+/// is read: a few sweeps (`sweep-interval-millis`, 500 by default), so the
+/// retention window has evicted what its bounds say.
+const SETTLE: Duration = Duration::from_millis(1_500);
+
+/// The coordinator's memory once the drain has settled; own coordinator
+/// only (its RSS is this process's, workers and load generator included).
+fn settled(opts: &BenchOptions, cluster: &Cluster) -> Result<Option<Settled>, BenchError> {
+    if !cluster.is_own() {
+        return Ok(None);
+    }
+    std::thread::sleep(SETTLE);
+    let inspected = cluster.inspect()?;
+    Ok(Some(Settled {
+        idle_ms: SETTLE.as_millis() as u64,
+        rss_bytes: cpu::rss_bytes(),
+        jobs_in_memory: inspected.as_ref().map(|i| i.jobs_in_memory),
+        finished_in_memory: inspected.as_ref().map(|i| i.finished_in_memory),
+        seeded_left: match opts.seed_finished {
+            0 => None,
+            _ => cluster.seeded_left()?,
+        },
+    }))
 }
 
 fn cpu_snapshot() -> CpuSnapshot {

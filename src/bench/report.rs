@@ -21,6 +21,8 @@ pub struct BenchReport {
     pub latency: Option<Latency>,
     pub preload: Option<Preload>,
     pub idle: Option<IdleCost>,
+    /// Memory once the drain settled; own coordinator only.
+    pub settled: Option<Settled>,
     pub recovery: Option<Recovery>,
 }
 
@@ -72,6 +74,19 @@ pub struct Preload {
     pub rss_after_bytes: Option<u64>,
     /// Growth of this process's RSS per queued job.
     pub rss_bytes_per_job: Option<f64>,
+}
+
+/// The coordinator after the drain, left idle for `idle_ms` (a few sweeps).
+#[derive(Debug, Clone, Serialize)]
+pub struct Settled {
+    pub idle_ms: u64,
+    /// This process's RSS: the coordinator, workers and load generator.
+    pub rss_bytes: Option<u64>,
+    /// Jobs the coordinator holds in memory, and of those finished ones.
+    pub jobs_in_memory: Option<usize>,
+    pub finished_in_memory: Option<usize>,
+    /// `--seed-finished` jobs still stored (expiry deletes expired ones).
+    pub seeded_left: Option<u64>,
 }
 
 /// `--recovery`: a graceful stop, then a start on the same database.
@@ -155,6 +170,20 @@ impl BenchReport {
                 i.connections, i.heartbeat_ms,
                 i.coordinator_cpu_percent.map(|p| format!("{p:.2}%")).unwrap_or_else(|| "n/a".into()),
                 i.cpu.wall_ms);
+        }
+        if let Some(m) = &self.settled {
+            let count = |n: Option<usize>| n.map_or_else(|| "n/a".into(), |n| n.to_string());
+            let _ = writeln!(
+                out,
+                "  settled  after {} ms idle: RSS {}, {} jobs in memory ({} finished){}",
+                m.idle_ms,
+                mib(m.rss_bytes),
+                count(m.jobs_in_memory),
+                count(m.finished_in_memory),
+                m.seeded_left
+                    .map(|n| format!(", {n} seeded jobs still stored"))
+                    .unwrap_or_default()
+            );
         }
         if let Some(r) = &self.recovery {
             let _ = writeln!(

@@ -3,12 +3,15 @@
 use crate::bench::{self, BenchOptions};
 use crate::cli::{CliError, Context, Exit};
 use crate::config::{LogFormat, LogLevel, Synchronous};
-use clap::Args;
+use clap::{Args, Subcommand};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: Option<BenchWhat>,
     /// No-op jobs to submit and drain.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub jobs: u64,
@@ -52,6 +55,14 @@ pub struct BenchArgs {
     /// At the end, restart the coordinator on its database and time recovery.
     #[arg(long)]
     pub recovery: bool,
+    /// Before starting the coordinator, store this many finished jobs in
+    /// its database (one transaction), as months of running would leave.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed_finished: u64,
+    /// Make the --seed-finished jobs 8 days old, past the default
+    /// job-retention-millis (7 days), so expiry deletes them during the run.
+    #[arg(long, requires = "seed_finished")]
+    pub seed_expired: bool,
     /// With --coordinator: where the in-process workers connect (default:
     /// the client port plus one).
     #[arg(long, value_name = "ADDR")]
@@ -62,8 +73,38 @@ pub struct BenchArgs {
     pub log_level: LogLevel,
 }
 
+/// Benchmarks other than the default throughput run.
+#[derive(Debug, Subcommand)]
+pub enum BenchWhat {
+    /// Time coordinator start-up on a database holding many finished jobs.
+    Recovery(RecoveryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecoveryArgs {
+    /// Finished (SUCCEEDED) jobs to store first.
+    #[arg(long, value_name = "N", default_value_t = 5_000_000)]
+    pub finished: u64,
+    /// Active (QUEUED) jobs to store first.
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
+    pub active: u64,
+    /// Give every stored job an idempotency key.
+    #[arg(long)]
+    pub keyed: bool,
+    /// Timed start-ups.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub runs: u32,
+    /// Keep the database in this (new) file, e.g. to start
+    /// `taskyard-coordinator` on it.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<std::path::PathBuf>,
+}
+
 /// Runs the benchmark and prints its report.
 pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
+    if let Some(BenchWhat::Recovery(recovery)) = args.what {
+        return run_recovery(ctx, recovery, args.log_level);
+    }
     if args.jobs == 0
         || args.workers == 0
         || args.capacity == 0
@@ -72,6 +113,13 @@ pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
     {
         return Err(CliError::BadArgument(
             "--jobs, --workers, --capacity, --clients and --batch must be at least 1".into(),
+        ));
+    }
+    if args.seed_finished > 0 && ctx.coordinator_given {
+        return Err(CliError::BadArgument(
+            "--seed-finished writes the database of the coordinator bench starts; \
+             it cannot be used with --coordinator"
+                .into(),
         ));
     }
     let log = crate::logging::build_logger(args.log_level, LogFormat::Text);
@@ -87,10 +135,19 @@ pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
         eprint!("\r\x1b[2K");
     }
     let report = report.map_err(|e| CliError::Setup(format!("bench: {e}")))?;
+    print(ctx, &report, || report.to_text())
+}
+
+/// Writes `report` to stdout: one JSON document with `--json`, else `text`.
+fn print<R: serde::Serialize>(
+    ctx: &Context,
+    report: &R,
+    text: impl FnOnce() -> String,
+) -> Result<Exit, CliError> {
     let text = if ctx.json {
-        serde_json::to_string_pretty(&report).map_err(|e| CliError::Setup(e.to_string()))? + "\n"
+        serde_json::to_string_pretty(report).map_err(|e| CliError::Setup(e.to_string()))? + "\n"
     } else {
-        report.to_text()
+        text()
     };
     std::io::stdout()
         .write_all(text.as_bytes())
@@ -117,7 +174,24 @@ fn options(ctx: &Context, args: &BenchArgs) -> BenchOptions {
         latency_jobs: args.latency_jobs,
         latency_interval: Duration::from_millis(args.latency_interval_ms),
         recovery: args.recovery,
+        seed_finished: args.seed_finished,
+        seed_expired: args.seed_expired,
     }
+}
+
+/// `bench recovery`: seeds a database, times start-ups on it, reports.
+fn run_recovery(ctx: &Context, args: RecoveryArgs, level: LogLevel) -> Result<Exit, CliError> {
+    let opts = bench::startup::StartupOptions {
+        finished: args.finished,
+        active: args.active,
+        keyed: args.keyed,
+        runs: args.runs,
+        db: args.db,
+    };
+    let log = crate::logging::build_logger(level, LogFormat::Text);
+    let report = bench::startup::run(&opts, log)
+        .map_err(|e| CliError::Setup(format!("bench recovery: {e}")))?;
+    print(ctx, &report, || report.to_text())
 }
 
 /// One line, redrawn in place: `drain [#####.....] 12000/20000`.

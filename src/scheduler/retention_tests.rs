@@ -255,3 +255,20 @@ fn a_stale_unsealed_entry_popped_by_eviction_leaves_sealing_right() {
     assert_eq!(s.evict_finished(Now::both(1), 2), 1);
     assert!(!s.holds(later[0]));
 }
+
+#[test]
+fn eviction_gives_back_the_room_a_burst_of_jobs_took() {
+    let mut s = state(100, u64::MAX);
+    finish_jobs(&mut s, 20_000, 1, 1);
+    let burst = s.jobs.capacity();
+    assert!(burst >= 20_000, "{burst}");
+    s.evict_finished(1, 1);
+    s.check_invariants().expect("invariants hold");
+    assert_eq!(s.jobs.len(), 100);
+    assert!(
+        s.jobs.capacity() <= 4 * 100 + 16,
+        "jobs map kept room for {} after the burst left",
+        s.jobs.capacity()
+    );
+    assert!(s.finished.spare_capacity() <= 4 * 100 + 16);
+}

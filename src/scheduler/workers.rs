@@ -4,7 +4,7 @@
 
 use crate::clock::Now;
 use crate::protocol::{JobId, WorkerId, WorkerView};
-use crate::scheduler::hash_map::HashMap;
+use crate::scheduler::hash_map::{shrink_if_sparse, HashMap};
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
@@ -423,15 +423,6 @@ impl WorkerRegistry {
         if let Some(pool) = self.pools.get_mut(&entry.pool) {
             pool.free.remove(&entry.load_key(id));
         }
-    }
-}
-
-/// Gives a map's memory back once it holds under a quarter of what it has
-/// room for, so a burst of registrations is not paid for forever. Amortised
-/// O(1) per removal: the map at least halves each time it shrinks.
-fn shrink_if_sparse<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
-    if map.capacity() > 4 * map.len() + 16 {
-        map.shrink_to_fit();
     }
 }
 

@@ -33,7 +33,7 @@ const DELETE_JOBS: &str = "DELETE FROM jobs WHERE rowid IN (
       AND ((state = 'FAILED' AND finished_at < ?2)
            OR (state IN ('SUCCEEDED', 'CANCELLED') AND finished_at < ?1))
     ORDER BY finished_at LIMIT ?3)
-    RETURNING id, idempotency_key, task_type, state";
+    RETURNING id, idempotency_key, task_type, state, last_attempt_number";
 
 impl JobStore {
     /// Deletes up to `limit` expired jobs and their attempts in one
@@ -69,19 +69,26 @@ impl JobStore {
             let params = rusqlite::params![cutoffs.finished_before, cutoffs.failed_before, limit];
             let rows = jobs
                 .query_map(params, |row| {
+                    // A job whose last attempt is its first has no row in
+                    // `attempts` (its only attempt lives in the job row);
+                    // rows from before version 3 have no last attempt.
+                    let first_only = row
+                        .get::<_, Option<i64>>(4)?
+                        .is_some_and(|number| number <= 1);
                     let id: String = row.get(0)?;
                     let parsed = id
                         .parse::<JobId>()
                         .map_err(|e| conversion(0, format!("job id {id:?}: {e}")))?;
                     let state: String = row.get(3)?;
-                    Ok(ExpiredJob {
+                    let job = ExpiredJob {
                         id: parsed,
                         idempotency_key: row.get(1)?,
                         task_type: row.get(2)?,
                         state: state
                             .parse::<JobState>()
                             .map_err(|e| conversion(3, format!("job {id}: {e}")))?,
-                    })
+                    };
+                    Ok((job, first_only))
                 })
                 .map_err(|e| error(&path, e))?;
             rows.collect::<rusqlite::Result<Vec<_>>>()
@@ -91,14 +98,14 @@ impl JobStore {
             let mut attempts = tx
                 .prepare_cached("DELETE FROM attempts WHERE job_id = ?1")
                 .map_err(|e| error(&path, e))?;
-            for job in &expired {
+            for (job, _) in expired.iter().filter(|(_, first_only)| !first_only) {
                 attempts
                     .execute([job.id.to_string()])
                     .map_err(|e| error(&path, e))?;
             }
         }
         tx.commit().map_err(|e| error(&path, e))?;
-        Ok(expired)
+        Ok(expired.into_iter().map(|(job, _)| job).collect())
     }
 }
 

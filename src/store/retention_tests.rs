@@ -162,7 +162,7 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
         .conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 4);
+    assert_eq!(version, schema::SCHEMA_VERSION);
     let indexes: Vec<String> = store
         .conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'jobs_%' ORDER BY name")

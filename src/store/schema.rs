@@ -6,8 +6,10 @@ use rusqlite::{Connection, Transaction};
 /// The version this binary writes. Version 1 is the schema before
 /// priorities (no `priority` or `sequence` columns); version 2 kept every
 /// attempt in `attempts`; version 3 keeps a job's last attempt in its row;
-/// version 4 indexes what retention reads (see `V3_TO_V4`).
-pub const SCHEMA_VERSION: i64 = 4;
+/// version 4 indexes what retention reads (see `V3_TO_V4`); version 5
+/// keeps the count of finished jobs per task type and state (see
+/// `V4_TO_V5`).
+pub const SCHEMA_VERSION: i64 = 5;
 
 const JOBS_V1: &str = "
 CREATE TABLE jobs (
@@ -83,14 +85,61 @@ CREATE INDEX jobs_finished_at ON jobs (finished_at) WHERE finished_at IS NOT NUL
 CREATE INDEX jobs_order ON jobs (sequence, submitted_at, id);
 ";
 
+/// Version 4 → 5: `terminal_counts` holds how many stored jobs each
+/// (task type, terminal state) has, so start-up reads a few rows instead
+/// of counting the whole table (5,000,000 finished rows took seconds;
+/// BENCHMARKS.md). Triggers keep it exact in the transaction that writes
+/// or deletes the rows, whatever statement does it: a row entering a
+/// terminal state adds one, leaving it (a retry) or being deleted (expiry)
+/// takes one away. They fire only when a row enters or leaves a terminal
+/// state, not on moves between active states. The migration counts the
+/// finished rows once.
+const V4_TO_V5: &str = "
+CREATE TABLE terminal_counts (
+    task_type TEXT NOT NULL,
+    state TEXT NOT NULL,
+    jobs INTEGER NOT NULL,
+    PRIMARY KEY (task_type, state)
+) WITHOUT ROWID;
+INSERT INTO terminal_counts (task_type, state, jobs)
+    SELECT task_type, state, count(*) FROM jobs
+    WHERE state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+    GROUP BY task_type, state;
+CREATE TRIGGER terminal_counts_insert AFTER INSERT ON jobs
+    WHEN NEW.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+BEGIN
+    INSERT INTO terminal_counts (task_type, state, jobs) VALUES (NEW.task_type, NEW.state, 1)
+        ON CONFLICT (task_type, state) DO UPDATE SET jobs = jobs + 1;
+END;
+CREATE TRIGGER terminal_counts_leave AFTER UPDATE OF state ON jobs
+    WHEN OLD.state IS NOT NEW.state AND OLD.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+BEGIN
+    UPDATE terminal_counts SET jobs = jobs - 1
+        WHERE task_type = OLD.task_type AND state = OLD.state;
+END;
+CREATE TRIGGER terminal_counts_enter AFTER UPDATE OF state ON jobs
+    WHEN OLD.state IS NOT NEW.state AND NEW.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+BEGIN
+    INSERT INTO terminal_counts (task_type, state, jobs) VALUES (NEW.task_type, NEW.state, 1)
+        ON CONFLICT (task_type, state) DO UPDATE SET jobs = jobs + 1;
+END;
+CREATE TRIGGER terminal_counts_delete AFTER DELETE ON jobs
+    WHEN OLD.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+BEGIN
+    UPDATE terminal_counts SET jobs = jobs - 1
+        WHERE task_type = OLD.task_type AND state = OLD.state;
+END;
+";
+
 /// One migration step: from `version - 1` to `version`.
 type Step = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
-const STEPS: [(i64, Step); 4] = [
+const STEPS: [(i64, Step); 5] = [
     (1, |tx| tx.execute_batch(JOBS_V1)),
     (2, |tx| tx.execute_batch(V1_TO_V2)),
     (3, |tx| tx.execute_batch(V2_TO_V3)),
     (4, |tx| tx.execute_batch(V3_TO_V4)),
+    (5, |tx| tx.execute_batch(V4_TO_V5)),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -61,7 +61,7 @@ impl JobStore {
     }
 
     /// Abandons the open transaction, if any.
-    fn rollback(&mut self) {
+    pub(super) fn rollback(&mut self) {
         if !self.conn.is_autocommit() {
             // If even the rollback fails, SQLite has ended the transaction
             // itself: nothing of it can become durable later.
