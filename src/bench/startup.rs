@@ -132,7 +132,7 @@ fn steps(config: &CoordinatorConfig) -> Result<Steps, BenchError> {
     let loaded = Instant::now();
     let log = Logger::root(slog::Discard, slog::o!());
     let mut state = CoordinatorState::new(Policy::from_config(config), log);
-    state.recover_stored(stored, crate::clock::SystemClock.now_millis());
+    state.recover_stored(stored, crate::clock::SystemClock.now());
     let recovered = Instant::now();
     let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1000.0;
     Ok(Steps {

@@ -262,7 +262,7 @@ fn eviction_gives_back_the_room_a_burst_of_jobs_took() {
     finish_jobs(&mut s, 20_000, 1, 1);
     let burst = s.jobs.capacity();
     assert!(burst >= 20_000, "{burst}");
-    s.evict_finished(1, 1);
+    s.evict_finished(Now::both(1), 1);
     s.check_invariants().expect("invariants hold");
     assert_eq!(s.jobs.len(), 100);
     assert!(

@@ -129,7 +129,7 @@ impl Coordinator {
                 Answer::Failed
             }
         };
-        let answered_at = self.now();
+        let answered_at = self.now().mono_ms;
         let next_at = next_look(asked_at, answered_at, answer, interval);
         if let Some(run) = self.expiry.as_mut() {
             run.next_at = next_at;
