@@ -2,7 +2,7 @@
 //! and state that start-up reads instead of counting the table, kept
 //! exact by every write and deletion, and computed once by the migration.
 
-use super::tests::job;
+use super::tests::{commit_to_old_schema, job};
 use super::*;
 use crate::config::Synchronous;
 use crate::protocol::JobState;
@@ -135,8 +135,9 @@ fn a_version_4_database_migrates_to_5_counting_its_finished_rows_once() {
         let mut v4 = JobStore {
             conn,
             path: path.clone(),
+            unfinished: Default::default(),
         };
-        commit(&mut v4, &jobs);
+        commit_to_old_schema(&mut v4, &jobs);
     }
     let mut store = JobStore::open(&path, Synchronous::Full).expect("migrates");
     assert_eq!(

@@ -3,6 +3,7 @@
 //! interleave between batches.
 
 use super::read::conversion;
+use super::write::{CountChanges, ADD_TO_COUNT};
 use super::{JobStore, StoreError};
 use crate::protocol::{JobId, JobState};
 
@@ -103,6 +104,16 @@ impl JobStore {
                     .execute([job.id.to_string()])
                     .map_err(|e| error(&path, e))?;
             }
+        }
+        {
+            let mut counts = CountChanges::default();
+            for (job, _) in &expired {
+                counts.add(&job.task_type, job.state, -1);
+            }
+            let mut add = tx
+                .prepare_cached(ADD_TO_COUNT)
+                .map_err(|e| error(&path, e))?;
+            counts.write(&mut add).map_err(|e| error(&path, e))?;
         }
         tx.commit().map_err(|e| error(&path, e))?;
         Ok(expired.into_iter().map(|(job, _)| job).collect())

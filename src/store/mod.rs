@@ -39,6 +39,12 @@ pub struct StoreError {
 pub struct JobStore {
     conn: Connection,
     path: PathBuf,
+    /// The stored state of jobs written since the store was opened that
+    /// are not finished, as the open transaction has them: lets a write
+    /// know whether a row leaves an unfinished state without reading it.
+    /// Only a cache (a job missing is read), emptied on rollback; holds
+    /// unfinished jobs only, so it is bounded by `max-active-jobs`.
+    unfinished: std::collections::HashMap<crate::protocol::JobId, crate::protocol::JobState>,
 }
 
 /// WAL pages after which a commit checkpoints (see `JobStore::open`).
@@ -91,6 +97,7 @@ impl JobStore {
         Ok(JobStore {
             conn,
             path: path.to_path_buf(),
+            unfinished: Default::default(),
         })
     }
 

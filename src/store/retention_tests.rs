@@ -2,7 +2,7 @@
 //! active set and a finished window, history reads beside the writer, and
 //! the version 3 → 4 migration that indexes them.
 
-use super::tests::{attempt_rows, job};
+use super::tests::{attempt_rows, commit_to_old_schema, job};
 use super::*;
 use crate::config::Synchronous;
 use crate::protocol::JobState;
@@ -154,8 +154,9 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
         let mut v3 = JobStore {
             conn,
             path: path.clone(),
+            unfinished: Default::default(),
         };
-        commit(&mut v3, &jobs);
+        commit_to_old_schema(&mut v3, &jobs);
     }
     let store = JobStore::open(&path, Synchronous::Full).expect("migrates");
     let version: i64 = store

@@ -301,3 +301,23 @@ fn garbage_file_is_refused_naming_it() {
     assert!(err.to_string().contains("garbage.db"), "{err}");
     assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 8192]);
 }
+
+/// Commits `jobs` to a store whose schema is older than version 5 (no
+/// `terminal_counts`, which a write keeps): the table is there only for
+/// the write, as if the rows had been written by that older version.
+pub(crate) fn commit_to_old_schema(store: &mut JobStore, jobs: &[crate::scheduler::Job]) {
+    let rows: Vec<crate::scheduler::JobRow> =
+        jobs.iter().map(crate::scheduler::JobRow::whole).collect();
+    store
+        .conn
+        .execute_batch(
+            "CREATE TABLE terminal_counts (task_type TEXT NOT NULL, state TEXT NOT NULL, \
+             jobs INTEGER NOT NULL, PRIMARY KEY (task_type, state)) WITHOUT ROWID",
+        )
+        .expect("a table for the write");
+    store.commit(&rows).expect("commit");
+    store
+        .conn
+        .execute_batch("DROP TABLE terminal_counts")
+        .expect("dropped again");
+}

@@ -2,7 +2,7 @@
 //! then committed; each row UPDATEs its job, or INSERTs it when new.
 
 use super::{JobStore, StoreError};
-use crate::protocol::{Attempt, AttemptOutcome, JobId};
+use crate::protocol::{Attempt, AttemptOutcome, JobId, JobState};
 use crate::scheduler::JobRow;
 use rusqlite::params;
 use uuid::Uuid;
@@ -21,6 +21,14 @@ const UPDATE: &str = "UPDATE jobs SET state = ?2, attempts = ?3, max_attempts = 
     updated_at = ?11, finished_at = ?12, not_before = ?13, last_attempt_number = ?14, \
     last_attempt_worker = ?15, last_attempt_lease = ?16, last_attempt_started_at = ?17, \
     last_attempt_ended_at = ?18, last_attempt_outcome = ?19 WHERE id = ?1";
+
+/// A job's stored state, when the store does not know it (see
+/// `JobStore::unfinished`).
+const STORED_STATE: &str = "SELECT state FROM jobs WHERE id = ?1";
+
+/// Moves the count of finished jobs of one task type and state by `?3`.
+pub(super) const ADD_TO_COUNT: &str = "INSERT INTO terminal_counts (task_type, state, jobs) \
+    VALUES (?1, ?2, ?3) ON CONFLICT (task_type, state) DO UPDATE SET jobs = jobs + excluded.jobs";
 
 pub(super) const UPSERT_ATTEMPT: &str = "INSERT INTO attempts (job_id, number, worker_id, lease, started_at, \
     ended_at, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
@@ -62,6 +70,8 @@ impl JobStore {
 
     /// Abandons the open transaction, if any.
     pub(super) fn rollback(&mut self) {
+        // What the cache learnt from the abandoned writes is not stored.
+        self.unfinished.clear();
         if !self.conn.is_autocommit() {
             // If even the rollback fails, SQLite has ended the transaction
             // itself: nothing of it can become durable later.
@@ -89,10 +99,22 @@ impl JobStore {
                 .map_err(|e| fail(e.to_string()))
         };
         let (mut update, mut insert) = (statement(UPDATE)?, statement(INSERT)?);
-        let mut attempts = statement(UPSERT_ATTEMPT)?;
+        let (mut attempts, mut stored_state) =
+            (statement(UPSERT_ATTEMPT)?, statement(STORED_STATE)?);
+        let mut counts = CountChanges::default();
         for row in rows {
-            write_job(&mut update, &mut insert, row)
+            let stored = match self.unfinished.get(&row.id) {
+                Some(state) => Some(*state),
+                None => read_state(&mut stored_state, row.id)
+                    .map_err(|e| fail(format!("reading job {}: {e}", row.id)))?,
+            };
+            write_job(&mut update, &mut insert, row, stored.is_some())
                 .map_err(|e| fail(format!("writing job {}: {e}", row.id)))?;
+            counts.moved(&row.task_type, stored, row.state);
+            match row.state.is_terminal() {
+                true => self.unfinished.remove(&row.id),
+                false => self.unfinished.insert(row.id, row.state),
+            };
             // The last attempt is stored in the job's own row; the ones
             // before it (closed for good) get a row of their own here.
             let earlier = row.changed_attempts.len().saturating_sub(1);
@@ -101,16 +123,71 @@ impl JobStore {
                     .map_err(|e| fail(format!("writing attempt of job {}: {e}", row.id)))?;
             }
         }
+        let mut add = statement(ADD_TO_COUNT)?;
+        counts
+            .write(&mut add)
+            .map_err(|e| fail(format!("counting finished jobs: {e}")))
+    }
+}
+
+/// How the counts of finished jobs move in one transaction, per task type
+/// and state: a handful of entries, written as one statement each.
+#[derive(Debug, Default)]
+pub(super) struct CountChanges(std::collections::HashMap<(String, JobState), i64>);
+
+impl CountChanges {
+    /// A row moves from `stored` (`None`: it had no row) to `now`.
+    pub(super) fn moved(&mut self, task_type: &str, stored: Option<JobState>, now: JobState) {
+        if stored == Some(now) {
+            return;
+        }
+        if let Some(from) = stored.filter(|s| s.is_terminal()) {
+            self.add(task_type, from, -1);
+        }
+        if now.is_terminal() {
+            self.add(task_type, now, 1);
+        }
+    }
+
+    pub(super) fn add(&mut self, task_type: &str, state: JobState, n: i64) {
+        *self.0.entry((task_type.to_string(), state)).or_default() += n;
+    }
+
+    pub(super) fn write(self, add: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<()> {
+        for ((task_type, state), n) in self.0 {
+            if n != 0 {
+                add.execute(params![task_type, state.as_str(), n])?;
+            }
+        }
         Ok(())
     }
 }
 
+/// The stored state of job `id`, if it has a row.
+fn read_state(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    id: JobId,
+) -> rusqlite::Result<Option<JobState>> {
+    use rusqlite::OptionalExtension;
+    let state: Option<String> = stmt
+        .query_row([id.to_string()], |row| row.get(0))
+        .optional()?;
+    state
+        .map(|s| {
+            s.parse::<JobState>().map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into())
+            })
+        })
+        .transpose()
+}
+
 /// Updates the mutable columns of a stored job, or inserts the whole row
-/// if it is not stored yet (a new submission).
+/// if it is not stored yet (a new submission, or `stored` was wrong).
 fn write_job(
     update: &mut rusqlite::CachedStatement<'_>,
     insert: &mut rusqlite::CachedStatement<'_>,
     job: &JobRow,
+    stored: bool,
 ) -> rusqlite::Result<()> {
     let mut id = Uuid::encode_buffer();
     let id = &*job.id.0.hyphenated().encode_lower(&mut id);
@@ -144,7 +221,7 @@ fn write_job(
         last.and_then(|a| a.ended_at),
         last_outcome,
     ];
-    if update.execute(changes)? == 0 {
+    if !stored || update.execute(changes)? == 0 {
         let submission = params![
             job.task_type,
             &job.payload[..],
