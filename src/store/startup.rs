@@ -108,8 +108,8 @@ impl JobStore {
         Ok(counts.into_iter().map(|((t, s), n)| (t, s, n)).collect())
     }
 
-    /// The finished jobs stored per (task type, state), as the triggers of
-    /// `terminal_counts` keep them; emptied entries left out.
+    /// The finished jobs stored per (task type, state), as the writes and
+    /// deletions keep them in `terminal_counts`; emptied entries left out.
     pub(super) fn terminal_counts(&self) -> Result<Vec<(String, JobState, u64)>, StoreError> {
         let mut stmt = self
             .conn
