@@ -242,12 +242,12 @@ impl Listeners {
             max_frame_bytes: config.max_frame_bytes,
             handshake_timeout: Duration::from_millis(config.handshake_timeout_millis),
             max_in_flight: config.max_in_flight_requests,
-            // A worker that does not read its assignments is not read
-            // either: its heartbeats wait, and the heartbeat timeout
-            // declares it lost and closes it, freeing what it left unread.
+            // A worker's reads are never paused (its heartbeats and results
+            // must arrive while it drains a burst); one that stops taking
+            // its assignments is dropped instead (`StallWatch`).
             max_unwritten_bytes: match role {
                 Role::Client => config.max_unwritten_answer_bytes,
-                Role::Worker => config.max_unwritten_worker_bytes,
+                Role::Worker => usize::MAX,
             },
             unwritten: UnwrittenBytes::default(),
             idle_timeout: match role {
@@ -258,6 +258,8 @@ impl Listeners {
                 max_task_types: config.max_task_types_per_worker,
                 max_capacity: config.max_worker_capacity,
                 max_error_bytes: config.max_error_bytes,
+                max_unwritten_bytes: config.max_unwritten_worker_bytes,
+                stall_patience: Duration::from_millis(config.heartbeat_timeout_millis),
             },
         };
         let tls = match config.tls_enabled() {

@@ -157,6 +157,11 @@ where
         self.meter.written()
     }
 
+    /// Bytes encoded for the peer that its socket has not taken yet.
+    pub fn unwritten(&self) -> u64 {
+        self.meter.unwritten()
+    }
+
     /// Marks the session closing and closes the writer once what is queued
     /// is flushed; `WriteHandler::finished` then stops the actor.
     pub fn close(&mut self) {

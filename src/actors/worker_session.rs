@@ -9,12 +9,13 @@ use crate::actors::coordinator::{
 use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::SendToWorker;
 use crate::actors::session_io::{SessionIo, SessionPhase};
+use crate::actors::write_budget::{StallWatch, MIN_PROGRESS_BYTES};
 use crate::protocol::limits;
 use crate::protocol::register::{cut_at_char_boundary, validate_register};
 use crate::protocol::{CoordinatorToWorker, ProtocolError, TaskOutcome, WorkerId, WorkerMessage};
 use crate::scheduler::SessionId;
 use actix::io::WriteHandler;
-use actix::{Actor, Addr, AsyncContext, Context, Handler, Running, StreamHandler};
+use actix::{Actor, ActorContext, Addr, AsyncContext, Context, Handler, Running, StreamHandler};
 use slog::{debug, info};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -57,6 +58,8 @@ pub struct WorkerSession<W: AsyncWrite + Unpin + 'static> {
     /// Set at registration and kept while closing, so the disconnect is
     /// always reported for a registered worker.
     worker_id: Option<WorkerId>,
+    /// Whether the worker still takes the assignments it is owed.
+    stall: StallWatch,
 }
 
 impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
@@ -70,7 +73,10 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         WorkerSession::create(|ctx| {
             let id = next_session_id();
             let log = conn.log.new(slog::o!("session" => id.0));
+            let limits = &conn.policy.worker_limits;
+            let stall = StallWatch::new(limits.max_unwritten_bytes, limits.stall_patience);
             WorkerSession {
+                stall,
                 id,
                 coordinator,
                 io: SessionIo::open(read, write, conn, log, ctx),
@@ -92,7 +98,7 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                         self.io.write(CoordinatorToWorker::Hello(hello));
                         self.io.set_phase(Phase::AwaitingRegister);
                     }
-                    Err(message) => self.io.close_with_error(message),
+                    Err(message) => self.io.close_with_error_bounded(message, ctx),
                 }
             }
             (
@@ -104,6 +110,18 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                     task_types,
                 },
             ) => self.register(worker_id, capacity, task_types, ctx),
+            (_, Some(_), WorkerMessage::Heartbeat) if self.not_reading() => {
+                let limits = &self.io.policy().worker_limits;
+                let message = format!(
+                    "not reading: {} bytes of assignments unread, over max-unwritten-worker-bytes \
+                     ({}), and under {} bytes taken in heartbeat-timeout-millis ({})",
+                    self.io.unwritten(),
+                    limits.max_unwritten_bytes,
+                    MIN_PROGRESS_BYTES,
+                    limits.stall_patience.as_millis()
+                );
+                self.io.close_with_error_bounded(message, ctx);
+            }
             (_, Some(worker_id), WorkerMessage::Heartbeat) => {
                 // do_send: small liveness events must never be dropped or block the read.
                 self.coordinator.do_send(WorkerHeartbeat {
@@ -148,9 +166,10 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                 },
             ) => {
                 if let Err(refused) = limits::PROGRESS_PERCENT.check(percent.into()) {
-                    return self
-                        .io
-                        .close_with_error(format!("task progress refused: {refused}"));
+                    return self.io.close_with_error_bounded(
+                        format!("task progress refused: {refused}"),
+                        ctx,
+                    );
                 }
                 // do_send: progress is small and rate-limited by the worker.
                 self.coordinator.do_send(WorkerTaskProgress {
@@ -173,11 +192,22 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                 });
             }
             (Phase::Closing, _, _) => {}
-            (_, _, other) => self.io.close_with_error(format!(
-                "unexpected {} frame at this point of the worker protocol",
-                frame_name(&other)
-            )),
+            (_, _, other) => self.io.close_with_error_bounded(
+                format!(
+                    "unexpected {} frame at this point of the worker protocol",
+                    frame_name(&other)
+                ),
+                ctx,
+            ),
         }
+    }
+
+    /// True once the worker has been owed too much for too long without
+    /// taking it (checked at each heartbeat).
+    fn not_reading(&mut self) -> bool {
+        let (unwritten, written) = (self.io.unwritten(), self.io.written());
+        self.stall
+            .stalled(unwritten, written, std::time::Instant::now())
     }
 
     fn register(
@@ -191,7 +221,7 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         if let Err(refused) = validate_register(&worker_id, capacity, &task_types, limits) {
             return self
                 .io
-                .close_with_error(format!("registration refused: {refused}"));
+                .close_with_error_bounded(format!("registration refused: {refused}"), ctx);
         }
         info!(self.io.log(), "worker connected"; "worker" => %worker_id);
         self.io.set_phase(Phase::Registered);
@@ -246,7 +276,7 @@ impl<W: AsyncWrite + Unpin + 'static> StreamHandler<Result<WorkerMessage, Protoc
         match item {
             Ok(frame) => self.on_frame(frame, ctx),
             Err(_) if self.io.is_closing() => {}
-            Err(e) => self.io.close_with_error(e.to_string()),
+            Err(e) => self.io.close_with_error_bounded(e.to_string(), ctx),
         }
     }
 
@@ -266,6 +296,11 @@ impl<W: AsyncWrite + Unpin + 'static> Handler<SendToWorker> for WorkerSession<W>
 
     fn handle(&mut self, m: SendToWorker, ctx: &mut Context<Self>) {
         if self.io.is_closing() {
+            // Already closing, perhaps towards a peer that does not read:
+            // the coordinator's close still ends the session in bounded time.
+            if m.then_close {
+                ctx.run_later(self.io.policy().handshake_timeout, |_, ctx| ctx.stop());
+            }
             return;
         }
         match (m.frame, m.then_close) {

@@ -197,6 +197,53 @@ impl<S: Stream + Unpin> Stream for Gated<S> {
     }
 }
 
+/// Whether a peer that is owed more than a budget of bytes is still taking
+/// them. A worker's reads are not paused (its heartbeats and results must
+/// keep arriving while it drains a burst of assignments); instead a worker
+/// whose socket has taken less than [`MIN_PROGRESS_BYTES`] in `patience`
+/// while over the budget is not reading, and is dropped.
+#[derive(Debug)]
+pub struct StallWatch {
+    budget: u64,
+    patience: std::time::Duration,
+    /// Since when the backlog has been over the budget, and how far the
+    /// socket had got then.
+    over_since: Option<(std::time::Instant, u64)>,
+}
+
+/// Progress that counts as reading: a peer that takes less than this while
+/// over its budget is treated as not reading.
+pub const MIN_PROGRESS_BYTES: u64 = 64 * 1024;
+
+impl StallWatch {
+    pub fn new(budget: usize, patience: std::time::Duration) -> StallWatch {
+        StallWatch {
+            budget: budget as u64,
+            patience,
+            over_since: None,
+        }
+    }
+
+    /// Looks at the connection at `now` (`unwritten` bytes owed, `written`
+    /// taken so far); true once it has been over the budget for `patience`
+    /// without taking [`MIN_PROGRESS_BYTES`].
+    pub fn stalled(&mut self, unwritten: u64, written: u64, now: std::time::Instant) -> bool {
+        if unwritten <= self.budget {
+            self.over_since = None;
+            return false;
+        }
+        match self.over_since {
+            Some((since, mark)) if written.saturating_sub(mark) < MIN_PROGRESS_BYTES => {
+                now.saturating_duration_since(since) >= self.patience
+            }
+            _ => {
+                self.over_since = Some((now, written));
+                false
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +271,26 @@ mod tests {
         assert!(frames.poll_next_unpin(&mut cx).is_pending());
         meter.on_written(1);
         assert_eq!(frames.next().await, Some(2));
+    }
+
+    #[test]
+    fn a_peer_over_budget_is_stalled_only_once_it_stops_taking_bytes_for_the_patience() {
+        use std::time::{Duration, Instant};
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut watch = StallWatch::new(1000, Duration::from_secs(6));
+        assert!(!watch.stalled(500, 0, at(0)), "within budget");
+        assert!(!watch.stalled(5000, 0, at(0)), "over: the clock starts");
+        assert!(
+            !watch.stalled(5000, 100_000, at(5000)),
+            "it took 100 KB: starts again"
+        );
+        assert!(!watch.stalled(5000, 100_000, at(10_999)));
+        assert!(
+            watch.stalled(5000, 110_000, at(11_000)),
+            "6 s without 64 KiB taken"
+        );
+        assert!(!watch.stalled(10, 110_000, at(12_000)), "drained: forgiven");
+        assert!(!watch.stalled(5000, 110_000, at(13_000)), "a new episode");
     }
 }

@@ -86,10 +86,9 @@ config_struct! {
         /// A client connection stops having its requests read while more
         /// than this many bytes of answers wait to be taken by its socket.
         max_unwritten_answer_bytes: usize = 4 * 1024 * 1024,
-        /// A worker connection stops having its frames (heartbeats
-        /// included) read while more than this many bytes of assignments
-        /// wait to be taken by its socket, so a worker that does not read
-        /// is declared lost after the heartbeat timeout.
+        /// A worker owed more than this many bytes of assignments whose
+        /// socket then takes less than 64 KiB within the heartbeat timeout
+        /// is not reading, and is dropped (its attempts retried elsewhere).
         max_unwritten_worker_bytes: usize = 64 * 1024 * 1024,
         /// A connection without a valid Hello (a worker: and Register) by
         /// then is closed.

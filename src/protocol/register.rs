@@ -23,6 +23,12 @@ pub struct WorkerLimits {
     pub max_capacity: u32,
     /// `max-error-bytes`: the longest failure text kept from a worker.
     pub max_error_bytes: usize,
+    /// `max-unwritten-worker-bytes`: assignment bytes a worker may be owed
+    /// before it must show it is reading.
+    pub max_unwritten_bytes: usize,
+    /// How long a worker over that budget may take no bytes before it is
+    /// dropped (`heartbeat-timeout-millis`).
+    pub stall_patience: std::time::Duration,
 }
 
 impl Default for WorkerLimits {
@@ -31,6 +37,8 @@ impl Default for WorkerLimits {
             max_task_types: DEFAULT_MAX_TASK_TYPES_PER_WORKER,
             max_capacity: DEFAULT_MAX_WORKER_CAPACITY,
             max_error_bytes: DEFAULT_MAX_ERROR_BYTES,
+            max_unwritten_bytes: 64 * 1024 * 1024,
+            stall_patience: std::time::Duration::from_secs(6),
         }
     }
 }
