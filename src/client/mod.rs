@@ -134,7 +134,9 @@ impl Client {
 
     /// Submits many jobs, in frames of at most as many submissions as a
     /// default coordinator's answer frame holds; the answers are in request
-    /// order, one each.
+    /// order, one each. A frame refused as `Overloaded` after earlier ones
+    /// were submitted leaves the rest unsubmitted, answered `Rejected` with
+    /// the reason, so no submitted job's id is lost.
     pub fn submit_batch(
         &mut self,
         mut reqs: Vec<SubmitRequest>,
@@ -153,6 +155,14 @@ impl Client {
                         "{} answers to a batch of {sent}",
                         answers.len()
                     )))
+                }
+                // Part of the batch was submitted: its ids must not be lost,
+                // so the rest (not submitted) is answered as rejected.
+                ClientResponse::Overloaded { reason } if !all.is_empty() => {
+                    let refused =
+                        SubmitAnswer::Rejected(crate::protocol::SubmitRejected { reason });
+                    all.extend(std::iter::repeat_n(refused, sent + rest.len()));
+                    return Ok(all);
                 }
                 other => return Err(unexpected("BatchSubmitted", &other)),
             }
