@@ -127,26 +127,38 @@ impl Node {
             task_types: vec!["echo".into()],
         });
         let job = self.submit(None).await;
+        let (_, lease) = self.latest_assignment(|id| id == job).await;
+        self.report(job, lease, outcome);
+        let status = self.status(job).await;
+        assert_eq!(status.map(|v| v.state), Some(ends));
+        job
+    }
+
+    /// The newest assignment to the stand-in worker of a job `wanted`
+    /// accepts, once there is one.
+    async fn latest_assignment(&self, wanted: impl Fn(JobId) -> bool) -> (JobId, LeaseId) {
         let frames = self.recorder.frames.clone();
-        let lease = wait_for("the assignment", || {
-            frames.lock().expect("lock").iter().find_map(|f| match f {
-                CoordinatorToWorker::TaskAssign { job_id, lease, .. } if *job_id == job => {
-                    Some(*lease)
+        wait_for("the assignment", || {
+            let frames = frames.lock().expect("lock");
+            frames.iter().rev().find_map(|f| match f {
+                CoordinatorToWorker::TaskAssign { job_id, lease, .. } if wanted(*job_id) => {
+                    Some((*job_id, *lease))
                 }
                 _ => None,
             })
         })
-        .await;
+        .await
+    }
+
+    /// The stand-in worker reports `outcome` for the attempt `lease`.
+    fn report(&self, job_id: JobId, lease: LeaseId, outcome: TaskOutcome) {
         self.server.coordinator.do_send(WorkerTaskResult {
             session: SessionId(1),
             worker_id: WorkerId("w".into()),
-            job_id: job,
+            job_id,
             lease,
             outcome,
         });
-        let status = self.status(job).await;
-        assert_eq!(status.map(|v| v.state), Some(ends));
-        job
     }
 
     async fn status(&mut self, job_id: JobId) -> Option<JobView> {
@@ -503,24 +515,8 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
 
     // The stand-in worker runs one of them; it fails again, later.
     node.clock.advance(1_000);
-    let frames = node.recorder.frames.clone();
-    let (job, lease) = wait_for("a requeued job's assignment", || {
-        let frames = frames.lock().expect("lock");
-        frames.iter().rev().find_map(|f| match f {
-            CoordinatorToWorker::TaskAssign { job_id, lease, .. } if failed.contains(job_id) => {
-                Some((*job_id, *lease))
-            }
-            _ => None,
-        })
-    })
-    .await;
-    node.server.coordinator.do_send(WorkerTaskResult {
-        session: SessionId(1),
-        worker_id: WorkerId("w".into()),
-        job_id: job,
-        lease,
-        outcome: permanent(),
-    });
+    let (job, lease) = node.latest_assignment(|id| failed.contains(&id)).await;
+    node.report(job, lease, permanent());
     let failed_again = node.status(job).await.map(|v| v.state);
     assert_eq!(failed_again, Some(JobState::Failed));
     let before_it = ClientRequest::RequeueFailed {

@@ -48,13 +48,7 @@ impl CoordinatorState {
     pub fn view(&self, job: &Job, now: Now) -> JobView {
         let no_worker = !self.workers.advertised(&job.task_type);
         let mut view = job.view(no_worker, now.wall_ms, self.policy.aging_step_ms);
-        match job.state {
-            JobState::RetryWait => {
-                view.next_retry_at = self.due_shown(job, view.next_retry_at, now)
-            }
-            JobState::Queued => view.not_before = self.due_shown(job, view.not_before, now),
-            _ => {}
-        }
+        (view.next_retry_at, view.not_before) = self.shown_timers(job, now);
         view
     }
 
@@ -63,14 +57,19 @@ impl CoordinatorState {
     pub fn summary(&self, job: &Job, now: Now) -> JobSummary {
         let no_worker = !self.workers.advertised(&job.task_type);
         let mut summary = job.summary(no_worker, now.wall_ms, self.policy.aging_step_ms);
-        match job.state {
-            JobState::RetryWait => {
-                summary.next_retry_at = self.due_shown(job, summary.next_retry_at, now)
-            }
-            JobState::Queued => summary.not_before = self.due_shown(job, summary.not_before, now),
-            _ => {}
-        }
+        (summary.next_retry_at, summary.not_before) = self.shown_timers(job, now);
         summary
+    }
+
+    /// The job's `next_retry_at` and `not_before` as shown at `now`: the
+    /// pending one (by its state) through `due_shown`, the other as stored.
+    fn shown_timers(&self, job: &Job, now: Now) -> (Option<i64>, Option<i64>) {
+        let due = |stored| self.due_shown(job, stored, now);
+        match job.state {
+            JobState::RetryWait => (due(job.next_retry_at), job.not_before),
+            JobState::Queued => (job.next_retry_at, due(job.not_before)),
+            _ => (job.next_retry_at, job.not_before),
+        }
     }
 
     /// When the job's pending timer is shown as due: `stored` unless the
