@@ -6,6 +6,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod ha;
 pub mod http;
 pub mod logging;
 pub mod memory;

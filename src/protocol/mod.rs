@@ -8,6 +8,7 @@ pub mod frame;
 pub mod hello;
 pub mod ids;
 pub mod job_state;
+pub mod leader;
 pub mod limits;
 pub mod messages;
 pub mod payloads;
@@ -25,6 +26,7 @@ pub use hello::{
 };
 pub use ids::{JobId, LeaseId, WorkerId};
 pub use job_state::{IllegalTransition, JobState};
+pub use leader::LeaderAddresses;
 pub use messages::*;
 pub use priority::Priority;
 pub use views::*;

@@ -3,6 +3,7 @@
 //! transaction each (`write`), and read history beside the writer
 //! (`history`).
 
+mod backend;
 mod expiry;
 pub mod history;
 mod read;
@@ -11,6 +12,7 @@ mod startup;
 pub mod wal_prealloc;
 mod write;
 
+pub use backend::Store;
 pub use expiry::{ExpiredJob, ExpiryCutoffs};
 pub use history::{JobReader, PageFilter, StoredSummary};
 
@@ -32,6 +34,15 @@ use std::time::Duration;
 pub struct StoreError {
     pub path: PathBuf,
     pub reason: String,
+}
+
+impl StoreError {
+    /// The transaction was refused because the leader lease's epoch moved
+    /// on (another coordinator took over): nothing was written, and this
+    /// coordinator must step down. SQLite stores are never fenced.
+    pub fn is_fenced(&self) -> bool {
+        false
+    }
 }
 
 /// The open database. Owned by exactly one thread (the `Persistence` actor
