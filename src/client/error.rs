@@ -16,6 +16,16 @@ pub enum ClientError {
     /// The coordinator sent an `Error` frame; it closes the connection after it.
     #[error("coordinator refused: {message}")]
     Refused { message: String },
+    /// The coordinator at `addr` is a standby; `leader` says who leads
+    /// (`None`: nobody right now).
+    #[error("coordinator at {addr} is a standby, not the leader{}", match leader {
+        Some(l) => format!(" (the leader is {} at {})", l.node, l.client.as_deref().unwrap_or("an unadvertised address")),
+        None => " (no coordinator leads right now)".to_string(),
+    })]
+    NotLeader {
+        addr: String,
+        leader: Option<crate::protocol::LeaderAddresses>,
+    },
     /// The token was missing or wrong.
     #[error("unauthorized: check TASKYARD_TOKEN")]
     Unauthorized,

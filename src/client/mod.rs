@@ -548,6 +548,10 @@ pub(crate) fn connect_handshaken(
             Err(ClientError::Unauthorized)
         }
         CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
+        CoordinatorToClient::NotLeader { leader } => Err(ClientError::NotLeader {
+            addr: addr.to_string(),
+            leader,
+        }),
         CoordinatorToClient::Response { request_id, .. } => Err(ClientError::UnexpectedResponse(
             format!("response {request_id} before Hello"),
         )),
@@ -573,6 +577,9 @@ pub(crate) fn response_to(
         CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
         CoordinatorToClient::Hello(_) => Err(ClientError::UnexpectedResponse(
             "a second Hello".to_string(),
+        )),
+        CoordinatorToClient::NotLeader { .. } => Err(ClientError::UnexpectedResponse(
+            "NotLeader after Hello".to_string(),
         )),
     }
 }

@@ -62,11 +62,7 @@ pub trait LeaseStore: Send {
     /// Returns the new epoch, or `None` when another holder's lease is
     /// still valid. Committed before it returns: from then on, every
     /// commit fenced by an older epoch fails.
-    fn try_acquire(
-        &mut self,
-        me: &NodeIdentity,
-        ttl: Duration,
-    ) -> Result<Option<u64>, LeaseError>;
+    fn try_acquire(&mut self, me: &NodeIdentity, ttl: Duration) -> Result<Option<u64>, LeaseError>;
 
     /// Extends the lease to now + `ttl` if `me` still holds it at `epoch`.
     /// `false`: it does not (taken over); the caller must step down.

@@ -8,6 +8,7 @@ use crate::protocol::cursor::PageCursor;
 use crate::protocol::hello::Hello;
 use crate::protocol::ids::{JobId, LeaseId, WorkerId};
 use crate::protocol::job_state::JobState;
+use crate::protocol::leader::LeaderAddresses;
 use crate::protocol::priority::Priority;
 use crate::protocol::views::{ByteChunk, ByteField, JobList, JobView, WorkerView};
 use serde::{Deserialize, Serialize};
@@ -106,6 +107,12 @@ pub enum CoordinatorToWorker {
     /// The connection is about to be closed for the stated reason.
     Error {
         message: String,
+    },
+    /// Sent instead of `Hello` by a standby coordinator, which then closes
+    /// the connection: go to `leader` (`None`: no coordinator leads right
+    /// now; try again later).
+    NotLeader {
+        leader: Option<LeaderAddresses>,
     },
 }
 
@@ -310,5 +317,11 @@ pub enum CoordinatorToClient {
     /// The connection is about to be closed for the stated reason.
     Error {
         message: String,
+    },
+    /// Sent instead of `Hello` by a standby coordinator, which then closes
+    /// the connection: go to `leader` (`None`: no coordinator leads right
+    /// now; try again later).
+    NotLeader {
+        leader: Option<LeaderAddresses>,
     },
 }
