@@ -24,7 +24,7 @@ pub enum ClientError {
     })]
     NotLeader {
         addr: String,
-        leader: Option<crate::protocol::LeaderAddresses>,
+        leader: Option<Box<crate::protocol::LeaderAddresses>>,
     },
     /// The token was missing or wrong.
     #[error("unauthorized: check TASKYARD_TOKEN")]

@@ -550,7 +550,7 @@ pub(crate) fn connect_handshaken(
         CoordinatorToClient::Error { message } => Err(ClientError::Refused { message }),
         CoordinatorToClient::NotLeader { leader } => Err(ClientError::NotLeader {
             addr: addr.to_string(),
-            leader,
+            leader: leader.map(Box::new),
         }),
         CoordinatorToClient::Response { request_id, .. } => Err(ClientError::UnexpectedResponse(
             format!("response {request_id} before Hello"),
