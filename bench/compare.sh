@@ -6,8 +6,16 @@
 # in the same run on the same machine. Prints median drain rates of RUNS
 # runs and taskyard's ratio to each.
 #
+# With POSTGRES=1 (the default when Debian's PostgreSQL server is
+# installed), also starts a throwaway PostgreSQL cluster (as `nobody` when
+# run as root; fsync and synchronous_commit on) and runs graphile-worker
+# (npm, with its documented batching settings, 32 concurrent jobs) from a
+# backlog and with jobs arriving live, and `taskyard bench --store postgres`
+# on the same cluster.
+#
 #   bench/compare.sh            # RUNS=3 JOBS=20000 by default
 #   RUNS=1 JOBS=5000 bench/compare.sh
+#   POSTGRES=0 bench/compare.sh # without PostgreSQL
 set -euo pipefail
 
 RUNS=${RUNS:-3}
@@ -18,8 +26,13 @@ TASKYARD=${TASKYARD:-$ROOT/target/release/taskyard}
 WORK=$(mktemp -d)
 PIDS=()
 
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+POSTGRES=${POSTGRES:-$([ -n "$PGBIN" ] && echo 1 || echo 0)}
+PGDATA_DIR=""
+
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    if [ -n "$PGDATA_DIR" ]; then as_pg "$PGBIN/pg_ctl" -D "$PGDATA_DIR" -m immediate stop >/dev/null 2>&1 || true; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -79,7 +92,52 @@ run_taskyard() {
         >>"$WORK/$name.jsonl"
 }
 
+# PostgreSQL refuses to run as root: run its programs as `nobody` then.
+as_pg() {
+    if [ "$(id -u)" = 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi
+}
+
+# Starts a throwaway cluster in $WORK/pg on a free port; sets PGURL.
+start_postgres() {
+    local dir=$WORK/pg port
+    mkdir -p "$dir"
+    echo bench >"$dir/pw"
+    [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$dir" && chmod 755 "$WORK"
+    as_pg "$PGBIN/initdb" -D "$dir/data" -U taskyard --pwfile="$dir/pw" --auth=scram-sha-256 \
+        --no-sync -E UTF8 >"$dir/initdb.log"
+    port=$(free_port)
+    as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=100" start >/dev/null
+    PGDATA_DIR=$dir/data
+    for db in graphile taskyard; do
+        PGPASSWORD=bench "$PGBIN/createdb" -h 127.0.0.1 -p "$port" -U taskyard "$db"
+    done
+    PGURL_BASE="postgres://taskyard:bench@127.0.0.1:$port"
+}
+
+# graphile-worker from npm, installed once under target/.
+install_graphile() {
+    local dir=$ROOT/target/bench-node
+    if [ ! -d "$dir/node_modules/graphile-worker" ]; then
+        command -v npm >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; }
+        mkdir -p "$dir"
+        (cd "$dir" && npm init -y >/dev/null && npm install --no-audit --no-fund graphile-worker@0.18 pg >/dev/null)
+    fi
+    cp "$HERE/graphile.mjs" "$dir/graphile.mjs"
+    GRAPHILE=$dir/graphile.mjs
+}
+
+run_graphile() {
+    local mode=$1
+    settle
+    node "$GRAPHILE" "$PGURL_BASE/graphile" "$JOBS" "$mode" >>"$WORK/graphile-$mode.jsonl"
+}
+
 install_if_missing
+if [ "$POSTGRES" = 1 ]; then
+    start_postgres
+    install_graphile
+fi
 GEARMAND=$(command -v gearmand || echo /usr/sbin/gearmand)
 [ -x "$TASKYARD" ] || (cd "$ROOT" && cargo build --release --bin taskyard)
 
@@ -91,11 +149,16 @@ for run in $(seq "$RUNS"); do
     run_server gearmand-memory gearmand "$GEARMAND" --listen=127.0.0.1 --port=PORT --log-file=none
     run_taskyard taskyard-full
     run_taskyard taskyard-full-batch1 --batch 1
+    if [ "$POSTGRES" = 1 ]; then
+        run_graphile backlog
+        run_graphile live
+        run_taskyard taskyard-postgres --store postgres --postgres-url "$PGURL_BASE/taskyard"
+    fi
 done
 
-python3 - "$WORK" <<'PY'
+python3 - "$WORK" "$POSTGRES" <<'PY'
 import json, statistics, sys, os
-work = sys.argv[1]
+work, postgres = sys.argv[1], sys.argv[2] == "1"
 def median(name):
     rows = [json.loads(l) for l in open(os.path.join(work, name + ".jsonl"))]
     return statistics.median(r["drain_jobs_per_sec"] for r in rows), len(rows)
@@ -113,4 +176,14 @@ print("|---|---|---:|---:|---:|")
 for name, label, durability in servers:
     rate, _ = median(name)
     print("| %s | %s | %.0f | %.2f× | %.2f× |" % (label, durability, rate, ty / rate, ty1 / rate))
+if postgres:
+    tp, n = median("taskyard-postgres")
+    print()
+    print("| on one PostgreSQL (synchronous_commit on) | drain jobs/s (median of %d) | taskyard on PostgreSQL ÷ this |" % n)
+    print("|---|---:|---:|")
+    for name, label in [("graphile-backlog", "graphile-worker 0.18, from a backlog"),
+                        ("graphile-live", "graphile-worker 0.18, jobs arriving live"),
+                        ("taskyard-postgres", "taskyard --store postgres (jobs arriving live)")]:
+        rate, _ = median(name)
+        print("| %s | %.0f | %.2f× |" % (label, rate, tp / rate))
 PY
