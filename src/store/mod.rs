@@ -6,6 +6,7 @@
 mod backend;
 mod expiry;
 pub mod history;
+pub mod postgres;
 mod read;
 pub mod schema;
 mod startup;
