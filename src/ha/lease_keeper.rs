@@ -253,6 +253,12 @@ impl LeaseKeeper {
         else {
             return None;
         };
+        if now >= *trusted_until {
+            // Trust that ended is never revived, even by a renewal that
+            // started in time: the node runtime's watchdog has already
+            // stopped serving at `trusted_until`.
+            return Some(self.step_down(now, StepDownReason::TrustEnded));
+        }
         match outcome {
             Renewal::Extended => {
                 *trusted_until = (*trusted_until).max(started + self.timing.trust());

@@ -243,3 +243,13 @@ fn outcomes_for_the_other_role_are_ignored() {
         "keeps its epoch"
     );
 }
+
+#[test]
+fn trust_that_ended_is_not_revived_by_a_renewal_that_started_in_time() {
+    let t0 = Instant::now();
+    let mut k = leader(t0);
+    // Trusted until 2400; a renewal started at 2300 answers at 2450.
+    let down = k.renewed(t0 + ms(2300), t0 + ms(2450), Renewal::Extended);
+    assert_eq!(down.map(|d| d.reason), Some(StepDownReason::TrustEnded));
+    assert_eq!(k.epoch(), None);
+}

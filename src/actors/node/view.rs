@@ -40,7 +40,9 @@ impl NodeRole {
 pub struct Term {
     pub epoch: u64,
     pub coordinator: Addr<Coordinator>,
-    pub sessions: CancellationToken,
+    /// `None`: a term that never ends before the process (SQLite), whose
+    /// sessions need no watching.
+    pub sessions: Option<CancellationToken>,
 }
 
 /// See the module documentation.
@@ -93,7 +95,7 @@ impl NodeView {
             term: Some(Term {
                 epoch: 0,
                 coordinator,
-                sessions: CancellationToken::new(),
+                sessions: None,
             }),
             leader: None,
             members: None,
