@@ -7,6 +7,7 @@ use crate::actors::coordinator::{Coordinator, ExpiryPolicy, Shutdown, NOT_DURABL
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
 use crate::actors::history::History;
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
+use crate::actors::node::{standby, term_io, NodeView};
 use crate::actors::open_files;
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
@@ -18,7 +19,7 @@ use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
 use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention};
 use crate::security::tls;
-use crate::store::{JobStore, StoreError};
+use crate::store::{JobStore, Store, StoreError};
 use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
@@ -98,25 +99,25 @@ impl CoordinatorServer {
             local_addr(&workers, "worker-listen")?,
         );
         let history = History::start(&config.db_path, config.history_readers)?;
-        let persistence = Persistence::start(store, log.clone());
-        let coordinator = Coordinator::new(
-            state,
+        let coordinator = start_term(
+            config,
             clock.clone(),
-            PersistenceLink::to(&persistence),
-            log.clone(),
-        )
-        .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
-        .with_history(history.recipient(), retention(config))
-        .with_expiry(persistence.clone().recipient(), expiry(config))
-        .start();
-        Sweeper {
-            coordinator: coordinator.clone(),
-            interval: Duration::from_millis(config.sweep_interval_millis),
-        }
-        .start();
-        listeners.spawn(clients, workers, &coordinator, &log);
+            Box::new(store),
+            state,
+            TermLinks {
+                history: Some(history.recipient()),
+                fence_watch: None,
+            },
+            &log,
+        );
+        let me = advertised(config, &client_addr, &worker_addr, None, String::new());
+        let view = NodeView::single(me, coordinator.clone());
+        listeners.spawn(clients, workers, &view, &log);
         let http_addr = match http {
-            Some(listener) => Some(spawn_http(listener, &coordinator, clock, config)?),
+            Some(listener) => {
+                let link = crate::http::CoordinatorLink::for_node(view, clock);
+                Some(spawn_http(listener, link, config)?)
+            }
             None => None,
         };
         info!(log, "coordinator listening"; "clients" => %client_addr, "workers" => %worker_addr,
@@ -151,7 +152,7 @@ fn expiry(config: &CoordinatorConfig) -> ExpiryPolicy {
     }
 }
 
-async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
+pub(crate) async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
     TcpListener::bind(addr).await.map_err(|e| StartError::Bind {
         key,
         addr,
@@ -161,7 +162,9 @@ async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartE
 
 /// Binds `http-listen` (if set) with the other listeners, so a bad address
 /// fails start-up before anything is served.
-fn bind_http(config: &CoordinatorConfig) -> Result<Option<std::net::TcpListener>, StartError> {
+pub(crate) fn bind_http(
+    config: &CoordinatorConfig,
+) -> Result<Option<std::net::TcpListener>, StartError> {
     let addr = config
         .http_addr()
         .map_err(|(key, reason)| StartError::Config { key, reason })?;
@@ -176,11 +179,11 @@ fn bind_http(config: &CoordinatorConfig) -> Result<Option<std::net::TcpListener>
     Ok(Some(listener))
 }
 
-/// Starts actix-web on the bound listener, talking to `coordinator`.
-fn spawn_http(
+/// Starts actix-web on the bound listener, talking to whoever `link`
+/// says serves.
+pub(crate) fn spawn_http(
     listener: std::net::TcpListener,
-    coordinator: &Addr<Coordinator>,
-    clock: Arc<dyn Clock>,
+    link: crate::http::CoordinatorLink,
     config: &CoordinatorConfig,
 ) -> Result<SocketAddr, StartError> {
     let addr = listener.local_addr().map_err(|e| StartError::Bind {
@@ -188,7 +191,6 @@ fn spawn_http(
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         reason: e.to_string(),
     })?;
-    let link = crate::http::CoordinatorLink::start(coordinator.clone(), clock);
     let token = config
         .client_secret()
         .map_err(|(key, reason)| StartError::Config { key, reason })?;
@@ -205,7 +207,74 @@ fn spawn_http(
     Ok(addr)
 }
 
-fn local_addr(listener: &TcpListener, key: &'static str) -> Result<SocketAddr, StartError> {
+/// What a term's coordinator is linked to besides its store.
+pub(crate) struct TermLinks {
+    /// Reads of jobs no longer in memory (SQLite's reader pool); none:
+    /// every finished job stays in memory until it expires.
+    pub history: Option<crate::actors::history::HistoryLink>,
+    /// Told when a commit is fenced (PostgreSQL).
+    pub fence_watch: Option<actix::Recipient<crate::actors::coordinator::Fenced>>,
+}
+
+/// Starts a term's actors on the current actix system: `Persistence` on
+/// `store`, the `Coordinator` on the recovered `state`, and its `Sweeper`.
+pub(crate) fn start_term(
+    config: &CoordinatorConfig,
+    clock: Arc<dyn Clock>,
+    store: Box<dyn Store>,
+    state: CoordinatorState,
+    links: TermLinks,
+    log: &Logger,
+) -> Addr<Coordinator> {
+    let persistence = Persistence::start_boxed(store, log.clone());
+    let mut coordinator =
+        Coordinator::new(state, clock, PersistenceLink::to(&persistence), log.clone())
+            .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
+            .with_expiry(persistence.clone().recipient(), expiry(config));
+    if let Some(history) = links.history {
+        coordinator = coordinator.with_history(history, retention(config));
+    }
+    if let Some(watch) = links.fence_watch {
+        coordinator = coordinator.with_fence_watch(watch);
+    }
+    let coordinator = coordinator.start();
+    Sweeper {
+        coordinator: coordinator.clone(),
+        interval: Duration::from_millis(config.sweep_interval_millis),
+    }
+    .start();
+    coordinator
+}
+
+/// This node's name and the addresses it advertises: the `advertise-*`
+/// keys, else the bound listeners.
+pub(crate) fn advertised(
+    config: &CoordinatorConfig,
+    client: &SocketAddr,
+    worker: &SocketAddr,
+    http: Option<&SocketAddr>,
+    node: String,
+) -> crate::protocol::LeaderAddresses {
+    let pick = |key: &str, bound: Option<&SocketAddr>| {
+        if key.is_empty() {
+            bound.map(|a| a.to_string())
+        } else {
+            Some(key.to_string())
+        }
+    };
+    crate::protocol::LeaderAddresses {
+        node,
+        epoch: 0,
+        client: pick(&config.advertise_client, Some(client)),
+        worker: pick(&config.advertise_worker, Some(worker)),
+        http: pick(&config.advertise_http, http),
+    }
+}
+
+pub(crate) fn local_addr(
+    listener: &TcpListener,
+    key: &'static str,
+) -> Result<SocketAddr, StartError> {
     listener.local_addr().map_err(|e| StartError::Bind {
         key,
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
@@ -226,15 +295,15 @@ fn preallocate_wal(store: &JobStore, log: &Logger) {
 
 /// Both listeners' rules, from the config. Reads token and TLS files, so
 /// failures name the key and file.
-struct Listeners {
+pub(crate) struct Listeners {
     client: ListenerPolicy,
     worker: ListenerPolicy,
     tls: Option<TlsAcceptor>,
-    max_connections: usize,
+    pub(crate) max_connections: usize,
 }
 
 impl Listeners {
-    fn from_config(config: &CoordinatorConfig) -> Result<Listeners, StartError> {
+    pub(crate) fn from_config(config: &CoordinatorConfig) -> Result<Listeners, StartError> {
         let invalid = |(key, reason): (String, String)| StartError::Config { key, reason };
         let policy = |role, token| ListenerPolicy {
             role,
@@ -288,42 +357,32 @@ impl Listeners {
     }
 
     /// Spawns both accept loops: workers first, then clients.
-    fn spawn(
+    pub(crate) fn spawn(
         self,
         clients: TcpListener,
         workers: TcpListener,
-        coordinator: &Addr<Coordinator>,
+        view: &NodeView,
         log: &Logger,
     ) {
-        self.spawn_accept_loop(
-            &self.worker,
-            workers,
-            coordinator,
-            log,
-            WorkerSession::start,
-        );
-        self.spawn_accept_loop(
-            &self.client,
-            clients,
-            coordinator,
-            log,
-            ClientSession::start,
-        );
+        self.spawn_accept_loop(&self.worker, workers, view, log, WorkerSession::start);
+        self.spawn_accept_loop(&self.client, clients, view, log, ClientSession::start);
     }
 
-    /// Spawns the accept loop of the listener for `policy.role`: each
-    /// connection it accepts gets a session from `start_session`, held to
-    /// `policy`, and logs carry the listener's name.
+    /// Spawns the accept loop of the listener for `policy.role`: while
+    /// this node serves a term, each connection it accepts gets a session
+    /// from `start_session` (held to `policy`, bound to the term); while
+    /// it does not, each is answered `NotLeader` and closed. Logs carry
+    /// the listener's name.
     fn spawn_accept_loop<Session: 'static>(
         &self,
         policy: &ListenerPolicy,
         listener: TcpListener,
-        coordinator: &Addr<Coordinator>,
+        view: &NodeView,
         log: &Logger,
         start_session: fn(ReadHalf, WriteHalf, Addr<Coordinator>, SessionContext) -> Session,
     ) {
         let name = policy.role.name();
-        let (coordinator, log) = (coordinator.clone(), log.new(slog::o!("listener" => name)));
+        let (view, log) = (view.clone(), log.new(slog::o!("listener" => name)));
         let policy = Arc::new(policy.clone());
         let setup = self.setup(name, &policy);
         actix_rt::spawn(accept_loop(
@@ -331,8 +390,23 @@ impl Listeners {
             setup,
             log.clone(),
             move |a: Accepted| {
+                let Some(term) = view.term() else {
+                    actix_rt::spawn(standby::answer_not_leader(
+                        a,
+                        policy.role,
+                        view.leader_addresses(),
+                        policy.handshake_timeout,
+                        policy.max_frame_bytes,
+                        log.clone(),
+                    ));
+                    return;
+                };
+                let (read, write) = match &term.sessions {
+                    Some(token) => term_io::bind(a.read, a.write, token),
+                    None => (a.read, a.write),
+                };
                 let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &log);
-                start_session(a.read, a.write, coordinator.clone(), conn);
+                start_session(read, write, term.coordinator, conn);
             },
         ));
     }

@@ -36,8 +36,8 @@ pub enum LeaseEvent {
 #[derive(Debug)]
 pub enum LeaseCommand {
     /// A commit was fenced, or the node stopped trusting the lease: stop
-    /// leading now.
-    StepDown(StepDownReason),
+    /// leading at `epoch` now (ignored if we no longer lead at it).
+    StepDown { epoch: u64, reason: StepDownReason },
     /// A clean stop: release the lease if held, answer, and end.
     Release(Sender<()>),
     /// End without releasing.
@@ -119,7 +119,10 @@ impl LeaseRunner {
             };
             wait = Duration::ZERO;
             match command {
-                LeaseCommand::StepDown(reason) => {
+                LeaseCommand::StepDown { epoch, reason } => {
+                    if keeper.epoch() != Some(epoch) {
+                        continue;
+                    }
                     if let Some(down) = keeper.fenced(Instant::now()) {
                         self.stepped_down(StepDown { reason, ..down });
                     }

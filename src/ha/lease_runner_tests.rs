@@ -146,7 +146,21 @@ fn a_fence_reported_by_the_node_steps_down_at_once() {
         Some(LeaseEvent::Won { epoch: 1 })
     );
     a.commands
-        .send(LeaseCommand::StepDown(StepDownReason::Fenced))
+        .send(LeaseCommand::StepDown {
+            epoch: 9,
+            reason: StepDownReason::Fenced,
+        })
+        .expect("a runs");
+    assert_eq!(
+        next_change(&a, Duration::from_millis(300)),
+        None,
+        "a fence of another epoch is ignored"
+    );
+    a.commands
+        .send(LeaseCommand::StepDown {
+            epoch: 1,
+            reason: StepDownReason::Fenced,
+        })
         .expect("a runs");
     let down = next_change(&a, Duration::from_millis(500));
     assert!(
