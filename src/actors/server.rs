@@ -14,11 +14,13 @@ use crate::actors::worker_session::WorkerSession;
 use crate::actors::write_budget::UnwrittenBytes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
+use crate::config::StoreKind;
 use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
 use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention};
 use crate::security::tls;
-use crate::store::{JobStore, StoreError};
+use crate::store::postgres::{PgTarget, PostgresReader, PostgresStore};
+use crate::store::{HistoryReader, JobStore, Store, StoreError};
 use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
@@ -79,14 +81,11 @@ impl CoordinatorServer {
         listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
         let worker_unwritten = listeners.worker.unwritten.clone();
-        let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
-        if config.sqlite_preallocate_wal {
-            preallocate_wal(&store, &log);
-        }
+        let (mut store, postgres) = open_store(config, &log)?;
         let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
         let recovery = state.recover_stored(stored, clock.now());
-        info!(log, "recovered"; "db" => %config.db_path.display(), "rows" => recovery.loaded,
+        info!(log, "recovered"; "db" => store.describe(), "rows" => recovery.loaded,
               "stored" => recovery.stored,
               "requeued" => recovery.requeued, "failed" => recovery.failed,
               "millis" => started.elapsed().as_millis() as u64);
@@ -97,7 +96,10 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
-        let history = History::start(&config.db_path, config.history_readers)?;
+        let history = match postgres {
+            None => History::start(&config.db_path, config.history_readers)?,
+            Some(target) => History::start_with(postgres_readers(&target, config)?),
+        };
         let persistence = Persistence::start(store, log.clone());
         let coordinator = Coordinator::new(
             state,
@@ -211,6 +213,53 @@ fn local_addr(listener: &TcpListener, key: &'static str) -> Result<SocketAddr, S
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         reason: e.to_string(),
     })
+}
+
+/// Opens (and migrates) the store the config names. For PostgreSQL also
+/// returns where it is, for the history readers. A database that cannot be
+/// reached is a start-up error naming `postgres-url` and the address
+/// (never the password).
+fn open_store(
+    config: &CoordinatorConfig,
+    log: &Logger,
+) -> Result<(Box<dyn Store>, Option<PgTarget>), StartError> {
+    match config.store {
+        StoreKind::Sqlite => {
+            let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
+            if config.sqlite_preallocate_wal {
+                preallocate_wal(&store, log);
+            }
+            Ok((Box::new(store), None))
+        }
+        StoreKind::Postgres => {
+            let store =
+                PostgresStore::open(config.postgres_url.expose()).map_err(postgres_unusable)?;
+            info!(log, "store opened"; "store" => store.describe());
+            let target = store.target().clone();
+            Ok((Box::new(store), Some(target)))
+        }
+    }
+}
+
+/// `history-readers` connections of their own to the PostgreSQL store.
+fn postgres_readers(
+    target: &PgTarget,
+    config: &CoordinatorConfig,
+) -> Result<Vec<Box<dyn HistoryReader>>, StartError> {
+    (0..config.history_readers.max(1))
+        .map(|_| {
+            PostgresReader::open(target.clone())
+                .map(|r| Box::new(r) as Box<dyn HistoryReader>)
+                .map_err(postgres_unusable)
+        })
+        .collect()
+}
+
+fn postgres_unusable(e: StoreError) -> StartError {
+    StartError::Config {
+        key: "postgres-url".into(),
+        reason: e.to_string(),
+    }
 }
 
 /// A WAL that cannot be preallocated (a full disk, say) only makes commits
