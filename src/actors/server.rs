@@ -17,7 +17,7 @@ use crate::config::CoordinatorConfig;
 use crate::config::StoreKind;
 use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
-use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention};
+use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention, Stored};
 use crate::security::tls;
 use crate::store::postgres::{PgTarget, PostgresReader, PostgresStore};
 use crate::store::{HistoryReader, JobStore, Store, StoreError};
@@ -81,8 +81,7 @@ impl CoordinatorServer {
         listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
         let worker_unwritten = listeners.worker.unwritten.clone();
-        let (mut store, postgres) = open_store(config, &log)?;
-        let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
+        let (store, stored, postgres_readers) = open_and_load(config, &log)?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
         let recovery = state.recover_stored(stored, clock.now());
         info!(log, "recovered"; "db" => store.describe(), "rows" => recovery.loaded,
@@ -96,9 +95,9 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
-        let history = match postgres {
+        let history = match postgres_readers {
             None => History::start(&config.db_path, config.history_readers)?,
-            Some(target) => History::start_with(postgres_readers(&target, config)?),
+            Some(readers) => History::start_with(readers),
         };
         let persistence = Persistence::start(store, log.clone());
         let coordinator = Coordinator::new(
@@ -215,30 +214,43 @@ fn local_addr(listener: &TcpListener, key: &'static str) -> Result<SocketAddr, S
     })
 }
 
-/// Opens (and migrates) the store the config names. For PostgreSQL also
-/// returns where it is, for the history readers. A database that cannot be
-/// reached is a start-up error naming `postgres-url` and the address
-/// (never the password).
-fn open_store(
-    config: &CoordinatorConfig,
-    log: &Logger,
-) -> Result<(Box<dyn Store>, Option<PgTarget>), StartError> {
-    match config.store {
-        StoreKind::Sqlite => {
-            let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
-            if config.sqlite_preallocate_wal {
-                preallocate_wal(&store, log);
-            }
-            Ok((Box::new(store), None))
-        }
-        StoreKind::Postgres => {
-            let store =
-                PostgresStore::open(config.postgres_url.expose()).map_err(postgres_unusable)?;
-            info!(log, "store opened"; "store" => store.describe());
-            let target = store.target().clone();
-            Ok((Box::new(store), Some(target)))
-        }
-    }
+/// The opened store, what recovery read from it, and for PostgreSQL the
+/// history readers' connections (SQLite's open after the listeners bind).
+type Opened = (Box<dyn Store>, Stored, Option<Vec<Box<dyn HistoryReader>>>);
+
+/// Opens (and migrates) the store the config names and reads what recovery
+/// needs. On a thread of its own: the PostgreSQL driver blocks on a runtime
+/// of its own, which it may not do on the actor system's thread. A database
+/// that cannot be reached is a start-up error naming `postgres-url` and the
+/// address (never the password).
+fn open_and_load(config: &CoordinatorConfig, log: &Logger) -> Result<Opened, StartError> {
+    let window = config.retain_finished_in_memory;
+    std::thread::scope(|scope| {
+        let opening = std::thread::Builder::new()
+            .name("taskyard-open-store".into())
+            .spawn_scoped(scope, || -> Result<Opened, StartError> {
+                match config.store {
+                    StoreKind::Sqlite => {
+                        let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
+                        if config.sqlite_preallocate_wal {
+                            preallocate_wal(&store, log);
+                        }
+                        let stored = store.load_for_recovery(window)?;
+                        Ok((Box::new(store), stored, None))
+                    }
+                    StoreKind::Postgres => {
+                        let mut store = PostgresStore::open(config.postgres_url.expose())
+                            .map_err(postgres_unusable)?;
+                        info!(log, "store opened"; "store" => store.describe());
+                        let readers = postgres_readers(store.target(), config)?;
+                        let stored = Store::load_for_recovery(&mut store, window)?;
+                        Ok((Box::new(store), stored, Some(readers)))
+                    }
+                }
+            })
+            .map_err(|_| StartError::Thread)?;
+        opening.join().map_err(|_| StartError::Thread)?
+    })
 }
 
 /// `history-readers` connections of their own to the PostgreSQL store.
