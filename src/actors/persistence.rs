@@ -1,4 +1,4 @@
-//! `Persistence`: the only owner of the SQLite connection, on its own
+//! `Persistence`: the only owner of the store (SQLite or PostgreSQL), on its own
 //! thread (a one-thread `SyncArbiter`), so no coordinator handler ever
 //! waits on disk.
 
@@ -63,8 +63,7 @@ impl PersistenceLink {
     }
 }
 
-/// Runs `StageRows` and `CommitBatch` against the real database (any
-/// `Store`: SQLite or PostgreSQL).
+/// Runs `StageRows` and `CommitBatch` against the real database.
 pub struct Persistence {
     store: Box<dyn Store>,
     /// Why staging failed since the last commit: the transaction is rolled
@@ -85,12 +84,7 @@ impl Persistence {
     /// Starts the one `Persistence` on its own thread, named
     /// `PERSISTENCE_THREAD` so benchmarks can find its CPU time in /proc.
     /// `store` moves into that actor; nothing else ever touches it.
-    pub fn start(store: impl Store, log: Logger) -> Addr<Persistence> {
-        Persistence::start_boxed(Box::new(store), log)
-    }
-
-    /// `start` for a store already boxed (chosen at run time).
-    pub fn start_boxed(store: Box<dyn Store>, log: Logger) -> Addr<Persistence> {
+    pub fn start(store: Box<dyn Store>, log: Logger) -> Addr<Persistence> {
         // A SyncArbiter builds its actor with a factory; with one thread it
         // is called once, and the store moves into that one actor.
         let store = Mutex::new(Some(store));
@@ -162,7 +156,7 @@ mod tests {
         let path = dir.path().join("t.db");
         let store = JobStore::open(&path, Synchronous::Full).expect("open");
         let log = Logger::root(slog::Discard, slog::o!());
-        let persistence = Persistence::start(store, log);
+        let persistence = Persistence::start(Box::new(store), log);
         let first = row(1, JobState::Queued);
         let mut clash = row(2, JobState::Queued);
         clash.idempotency_key = first.idempotency_key.clone();

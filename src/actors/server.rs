@@ -15,11 +15,13 @@ use crate::actors::worker_session::WorkerSession;
 use crate::actors::write_budget::UnwrittenBytes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
+use crate::config::StoreKind;
 use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
-use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention};
+use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention, Stored};
 use crate::security::tls;
-use crate::store::{JobStore, Store, StoreError};
+use crate::store::postgres::{PgTarget, PostgresReader, PostgresStore};
+use crate::store::{HistoryReader, JobStore, Store, StoreError};
 use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
@@ -80,14 +82,10 @@ impl CoordinatorServer {
         listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
         let worker_unwritten = listeners.worker.unwritten.clone();
-        let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
-        if config.sqlite_preallocate_wal {
-            preallocate_wal(&store, &log);
-        }
-        let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
+        let (store, stored, postgres_readers) = open_and_load(config, &log)?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
         let recovery = state.recover_stored(stored, clock.now());
-        info!(log, "recovered"; "db" => %config.db_path.display(), "rows" => recovery.loaded,
+        info!(log, "recovered"; "db" => store.describe(), "rows" => recovery.loaded,
               "stored" => recovery.stored,
               "requeued" => recovery.requeued, "failed" => recovery.failed,
               "millis" => started.elapsed().as_millis() as u64);
@@ -98,11 +96,14 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
-        let history = History::start(&config.db_path, config.history_readers)?;
+        let history = match postgres_readers {
+            None => History::start(&config.db_path, config.history_readers)?,
+            Some(readers) => History::start_with(readers),
+        };
         let coordinator = start_term(
             config,
             clock.clone(),
-            Box::new(store),
+            store,
             state,
             TermLinks {
                 history: Some(history.recipient()),
@@ -226,7 +227,7 @@ pub(crate) fn start_term(
     links: TermLinks,
     log: &Logger,
 ) -> Addr<Coordinator> {
-    let persistence = Persistence::start_boxed(store, log.clone());
+    let persistence = Persistence::start(store, log.clone());
     let mut coordinator =
         Coordinator::new(state, clock, PersistenceLink::to(&persistence), log.clone())
             .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
@@ -280,6 +281,66 @@ pub(crate) fn local_addr(
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         reason: e.to_string(),
     })
+}
+
+/// The opened store, what recovery read from it, and for PostgreSQL the
+/// history readers' connections (SQLite's open after the listeners bind).
+type Opened = (Box<dyn Store>, Stored, Option<Vec<Box<dyn HistoryReader>>>);
+
+/// Opens (and migrates) the store the config names and reads what recovery
+/// needs. On a thread of its own: the PostgreSQL driver blocks on a runtime
+/// of its own, which it may not do on the actor system's thread. A database
+/// that cannot be reached is a start-up error naming `postgres-url` and the
+/// address (never the password).
+fn open_and_load(config: &CoordinatorConfig, log: &Logger) -> Result<Opened, StartError> {
+    let window = config.retain_finished_in_memory;
+    std::thread::scope(|scope| {
+        let opening = std::thread::Builder::new()
+            .name("taskyard-open-store".into())
+            .spawn_scoped(scope, || -> Result<Opened, StartError> {
+                match config.store {
+                    StoreKind::Sqlite => {
+                        let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
+                        if config.sqlite_preallocate_wal {
+                            preallocate_wal(&store, log);
+                        }
+                        let stored = store.load_for_recovery(window)?;
+                        Ok((Box::new(store), stored, None))
+                    }
+                    StoreKind::Postgres => {
+                        let mut store = PostgresStore::open(config.postgres_url.expose())
+                            .map_err(postgres_unusable)?;
+                        info!(log, "store opened"; "store" => store.describe());
+                        let readers = postgres_readers(store.target(), config)?;
+                        let stored = Store::load_for_recovery(&mut store, window)?;
+                        Ok((Box::new(store), stored, Some(readers)))
+                    }
+                }
+            })
+            .map_err(|_| StartError::Thread)?;
+        opening.join().map_err(|_| StartError::Thread)?
+    })
+}
+
+/// `history-readers` connections of their own to the PostgreSQL store.
+pub(crate) fn postgres_readers(
+    target: &PgTarget,
+    config: &CoordinatorConfig,
+) -> Result<Vec<Box<dyn HistoryReader>>, StartError> {
+    (0..config.history_readers.max(1))
+        .map(|_| {
+            PostgresReader::open(target.clone())
+                .map(|r| Box::new(r) as Box<dyn HistoryReader>)
+                .map_err(postgres_unusable)
+        })
+        .collect()
+}
+
+pub(crate) fn postgres_unusable(e: StoreError) -> StartError {
+    StartError::Config {
+        key: "postgres-url".into(),
+        reason: e.to_string(),
+    }
 }
 
 /// A WAL that cannot be preallocated (a full disk, say) only makes commits

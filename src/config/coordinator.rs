@@ -3,7 +3,7 @@
 
 use crate::config::{
     at_least, fits_frame, frame_size, secret, within, ConfigOptions, Invalid, LogFormat, LogLevel,
-    Synchronous, Validate,
+    PostgresUrl, StoreKind, Synchronous, Validate,
 };
 use crate::http::authority::Authority;
 use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
@@ -19,6 +19,14 @@ config_struct! {
         client_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 7400)),
         /// Address the worker listener binds.
         worker_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 7401)),
+        /// Where jobs are stored: `sqlite` (the file at db-path) or
+        /// `postgres` (the database at postgres-url).
+        store: StoreKind = StoreKind::Sqlite,
+        /// PostgreSQL URL for store = "postgres", `postgres://USER:PASSWORD@HOST:PORT/DB`
+        /// (`?sslmode=require` for TLS, `&sslrootcert=FILE` for a private CA);
+        /// also $TASKYARD_POSTGRES_URL. Never logged with its password.
+        #[arg(env = "TASKYARD_POSTGRES_URL", hide_env_values = true)]
+        postgres_url: PostgresUrl = PostgresUrl::default(),
         /// SQLite database file; created if missing.
         db_path: PathBuf = PathBuf::from("taskyard-data/taskyard.db"),
         /// SQLite `synchronous` mode: full (every commit fsynced), normal or off.
@@ -339,6 +347,7 @@ impl Validate for CoordinatorConfig {
         at_least("max-error-bytes", self.max_error_bytes as u64, 1)?;
         self.http_addr()?;
         self.http_allowed_hosts()?;
+        self.check_store()?;
         frame_size(self.max_frame_bytes)?;
         fits_frame(
             "max-payload-bytes",
@@ -354,6 +363,23 @@ impl Validate for CoordinatorConfig {
 }
 
 impl CoordinatorConfig {
+    /// `store = "postgres"` needs a `postgres-url` that parses (checked
+    /// here without connecting; the error never repeats the password).
+    fn check_store(&self) -> Result<(), Invalid> {
+        if self.store != StoreKind::Postgres {
+            return Ok(());
+        }
+        if self.postgres_url.expose().trim().is_empty() {
+            return Err((
+                "postgres-url".into(),
+                "store = \"postgres\" needs postgres-url (or $TASKYARD_POSTGRES_URL)".into(),
+            ));
+        }
+        crate::store::postgres::PgTarget::parse(self.postgres_url.expose())
+            .map(|_| ())
+            .map_err(|reason| ("postgres-url".to_string(), reason))
+    }
+
     /// The HTTP listener's address, `None` when `http-listen` is empty.
     pub fn http_addr(&self) -> Result<Option<SocketAddr>, Invalid> {
         let text = self.http_listen.trim();
