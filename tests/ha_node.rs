@@ -8,11 +8,11 @@ mod common;
 use common::http::Http;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use taskyard::actors::node::{NodeHandle, StoreOpener};
+use taskyard::actors::node::{NodeHandle, StoreOpener, TermStore};
 use taskyard::client::{Client, ClientError};
 use taskyard::config::CoordinatorConfig;
 use taskyard::ha::MemoryLease;
-use taskyard::store::{JobStore, Store};
+use taskyard::store::JobStore;
 
 fn node_config(dir: &std::path::Path, name: &str) -> CoordinatorConfig {
     CoordinatorConfig {
@@ -25,7 +25,12 @@ fn node_config(dir: &std::path::Path, name: &str) -> CoordinatorConfig {
 
 fn sqlite(config: &CoordinatorConfig) -> StoreOpener {
     let (path, sync) = (config.db_path.clone(), config.sqlite_synchronous);
-    Arc::new(move || JobStore::open(&path, sync).map(|s| Box::new(s) as Box<dyn Store>))
+    Arc::new(move || {
+        Ok(TermStore {
+            store: Box::new(JobStore::open(&path, sync)?),
+            history: None,
+        })
+    })
 }
 
 fn start(dir: &std::path::Path, name: &str, lease: &MemoryLease) -> NodeHandle {

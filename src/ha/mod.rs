@@ -10,8 +10,10 @@ pub mod lease_keeper;
 pub mod lease_runner;
 pub mod lease_store;
 pub mod memory_lease;
+pub mod postgres_lease;
 
 pub use lease_keeper::{Due, LeaseKeeper, LeaseTiming, Renewal, StepDown, StepDownReason};
 pub use lease_runner::{LeaseCommand, LeaseEvent, LeaseRunner, TrustDeadline, LEASE_THREAD};
 pub use lease_store::{LeaderRecord, LeaseError, LeaseStore, Member, MemberRole, NodeIdentity};
 pub use memory_lease::MemoryLease;
+pub use postgres_lease::PostgresLease;

@@ -6,5 +6,5 @@ pub mod standby;
 pub mod term_io;
 pub mod view;
 
-pub use runtime::{NodeHandle, NodeServer, StoreOpener};
+pub use runtime::{postgres_opener, NodeHandle, NodeServer, StoreOpener, TermStore};
 pub use view::{ClusterInfo, ClusterLeader, ClusterMember, NodeRole, NodeView, Term, ViewState};

@@ -9,20 +9,22 @@
 //! node is a standby again, in the same process.
 
 use crate::actors::coordinator::{Coordinator, Depose, Fenced, Shutdown, NOT_DURABLE_EXIT_CODE};
+use crate::actors::history::History;
 use crate::actors::node::view::{NodeRole, NodeView, Term};
 use crate::actors::open_files;
 use crate::actors::server::{
-    advertised, bind, bind_http, local_addr, spawn_http, start_term, Listeners, StartError,
-    StopOutcome, TermLinks, COORDINATOR_THREAD,
+    advertised, bind, bind_http, local_addr, postgres_readers, spawn_http, start_term, Listeners,
+    StartError, StopOutcome, TermLinks, COORDINATOR_THREAD,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
 use crate::ha::{
-    LeaseCommand, LeaseEvent, LeaseRunner, LeaseStore, LeaseTiming, NodeIdentity, StepDownReason,
-    TrustDeadline, LEASE_THREAD,
+    LeaseCommand, LeaseEvent, LeaseRunner, LeaseStore, LeaseTiming, NodeIdentity, PostgresLease,
+    StepDownReason, TrustDeadline, LEASE_THREAD,
 };
 use crate::scheduler::{CoordinatorState, Policy, RecoverySummary};
-use crate::store::{Store, StoreError};
+use crate::store::postgres::PostgresStore;
+use crate::store::{HistoryReader, Store, StoreError};
 use actix::{Actor, Addr, AsyncContext, Context, Handler, Message};
 use slog::{error, info, warn, Logger};
 use std::net::SocketAddr;
@@ -31,8 +33,31 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// Opens the store a term writes through (a connection of its own).
-pub type StoreOpener = Arc<dyn Fn() -> Result<Box<dyn Store>, StoreError> + Send + Sync>;
+/// What a term opens: the store it writes through (a connection of its
+/// own) and, optionally, readers of jobs no longer in memory.
+pub struct TermStore {
+    pub store: Box<dyn Store>,
+    /// `None`: every finished job stays in memory until it expires.
+    pub history: Option<Vec<Box<dyn HistoryReader>>>,
+}
+
+/// Opens a term's `TermStore`.
+pub type StoreOpener = Arc<dyn Fn() -> Result<TermStore, StoreError> + Send + Sync>;
+
+/// The opener of PostgreSQL at `url` with `history-readers` readers.
+pub fn postgres_opener(config: &CoordinatorConfig) -> StoreOpener {
+    let url = config.postgres_url.expose().to_string();
+    let config = config.clone();
+    Arc::new(move || {
+        let store = PostgresStore::open(&url)?;
+        let readers = postgres_readers(store.target(), &config)
+            .map_err(|e| StoreError::new("postgres-url", e.to_string()))?;
+        Ok(TermStore {
+            store: Box::new(store),
+            history: Some(readers),
+        })
+    })
+}
 
 /// Shortest pause between the watchdog's looks at the trust deadline.
 const MIN_WATCH: Duration = Duration::from_millis(10);
@@ -47,7 +72,7 @@ struct FromLease(LeaseEvent);
 #[rtype(result = "()")]
 struct Recovered {
     epoch: u64,
-    result: Result<(Box<dyn Store>, CoordinatorState, RecoverySummary), StoreError>,
+    result: Result<(TermStore, CoordinatorState, RecoverySummary), StoreError>,
 }
 
 /// Switches this process between standby and leader. See the module
@@ -158,9 +183,10 @@ fn recover(
     config: &CoordinatorConfig,
     clock: &dyn Clock,
     log: Logger,
-) -> Result<(Box<dyn Store>, CoordinatorState, RecoverySummary), StoreError> {
+) -> Result<(TermStore, CoordinatorState, RecoverySummary), StoreError> {
     let started = Instant::now();
-    let mut store = open()?;
+    let mut opened = open()?;
+    let store = &mut opened.store;
     store.set_fence(Some(epoch));
     let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
     let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
@@ -168,7 +194,7 @@ fn recover(
     info!(log, "recovered"; "store" => store.describe(), "epoch" => epoch,
           "rows" => summary.loaded, "requeued" => summary.requeued, "failed" => summary.failed,
           "millis" => started.elapsed().as_millis() as u64);
-    Ok((store, state, summary))
+    Ok((opened, state, summary))
 }
 
 impl Handler<FromLease> for Node {
@@ -205,7 +231,7 @@ impl Handler<Recovered> for Node {
             info!(self.log, "recovery finished after the term ended; discarded"; "epoch" => m.epoch);
             return;
         }
-        let (store, state, _summary) = match m.result {
+        let (opened, state, _summary) = match m.result {
             Ok(recovered) => recovered,
             Err(e) => {
                 error!(self.log, "recovery failed; giving the lease up"; "epoch" => m.epoch,
@@ -219,13 +245,15 @@ impl Handler<Recovered> for Node {
             }
         };
         let links = TermLinks {
-            history: None,
+            history: opened
+                .history
+                .map(|readers| History::start_with(readers).recipient()),
             fence_watch: Some(ctx.address().recipient()),
         };
         let coordinator = start_term(
             &self.config,
             self.clock.clone(),
-            store,
+            opened.store,
             state,
             links,
             &self.log,
@@ -412,6 +440,22 @@ impl NodeHandle {
             lease: server.lease,
             lease_thread: Some(server.lease_thread),
         })
+    }
+
+    /// A node on the PostgreSQL store of `config` (`store = "postgres"`):
+    /// the lease on a connection of its own, each term's store and
+    /// history readers on theirs.
+    pub fn spawn_postgres(
+        config: CoordinatorConfig,
+        log: Logger,
+    ) -> Result<NodeHandle, StartError> {
+        let lease = PostgresLease::new(config.postgres_url.expose(), config.leader_lease())
+            .map_err(|e| StartError::Config {
+                key: "postgres-url".into(),
+                reason: e.to_string(),
+            })?;
+        let opener = postgres_opener(&config);
+        NodeHandle::spawn(config, Box::new(lease), opener, log)
     }
 
     /// The coordinator of the term being served, if this node leads.

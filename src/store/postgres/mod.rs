@@ -20,6 +20,7 @@ pub mod schema;
 pub mod throwaway;
 mod write;
 
+pub(crate) use connect::error_text;
 pub use connect::PgTarget;
 pub use history::PostgresReader;
 
