@@ -118,6 +118,30 @@ fn a_standby_sends_peers_to_the_leader_and_takes_over_at_once_on_a_clean_stop() 
         assert_eq!(cluster["members"][1]["role"], "standby");
         assert!(cluster["leader"]["expires_in_ms"].as_i64().expect("ms") > 0);
     }
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_taskyard"))
+            .args(args)
+            .env_remove("TASKYARD_HTTP")
+            .output()
+            .expect("taskyard runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let b_http = b.http_addr.expect("http").to_string();
+    let table = cli(&["cluster", "--http", &b_http]);
+    println!("{table}");
+    assert!(table.starts_with("leader: node-a (epoch 1)"), "{table}");
+    assert!(table.contains("answered by: node-b (standby"), "{table}");
+    assert!(table.contains("node-a  leader"), "{table}");
+    assert!(table.contains("node-b  standby"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(&cli(&["cluster", "--json", "--http", &b_http])).expect("JSON");
+    assert_eq!(json["leader"]["node"], "node-a");
+    assert_eq!(json["members"].as_array().map(Vec::len), Some(2));
     let metrics = http_b.get("/metrics").body;
     assert!(metrics.contains("taskyard_leader 0"), "{metrics}");
     let metrics = http_a.get("/metrics").body;
