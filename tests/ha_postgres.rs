@@ -215,3 +215,114 @@ fn a_leader_whose_epoch_moved_on_steps_down_at_its_next_commit_and_sends_nothing
     assert_eq!(a.view.term().expect("leads").epoch, 3);
     a.stop();
 }
+
+/// A real `taskyard-coordinator` process on PostgreSQL.
+struct Process {
+    child: std::process::Child,
+    client: std::net::SocketAddr,
+    http: std::net::SocketAddr,
+    log: std::path::PathBuf,
+}
+
+impl Process {
+    fn start(dir: &std::path::Path, name: &str, url: &str) -> Process {
+        let (client, worker, http) = (
+            common::free_port(),
+            common::free_port(),
+            common::free_port(),
+        );
+        let log = dir.join(format!("{name}.log"));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+            .args(["--store", "postgres", "--node-name", name])
+            .args(["--leader-lease-millis", &LEASE_MILLIS.to_string()])
+            .args(["--client-listen", &client.to_string()])
+            .args(["--worker-listen", &worker.to_string()])
+            .args(["--http-listen", &http.to_string()])
+            .args(["--history-readers", "1"])
+            .env("TASKYARD_POSTGRES_URL", url)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("taskyard-coordinator starts");
+        Process {
+            child,
+            client,
+            http,
+            log,
+        }
+    }
+
+    fn leads(&self) -> bool {
+        Client::connect(&self.client.to_string()).is_ok_and(|mut c| c.ping().is_ok())
+    }
+
+    fn wait_leading(&self, within: Duration) -> Duration {
+        let started = Instant::now();
+        while !self.leads() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            assert!(started.elapsed() < within, "did not lead within {within:?}:\n{log}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        started.elapsed()
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
+    fn wait_exit(&mut self) -> Option<i32> {
+        self.child.wait().expect("waits").code()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn coordinator_processes_take_over_after_a_kill_and_hand_over_on_sigterm() {
+    let Some(pg) = common::postgres::start() else {
+        return;
+    };
+    let url = pg.url();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut a = Process::start(dir.path(), "proc-a", &url);
+    a.wait_leading(Duration::from_secs(15));
+    let mut b = Process::start(dir.path(), "proc-b", &url);
+    let http_b = Http::new(b.http);
+    eventually(Duration::from_secs(10), "b serves HTTP as a standby", || {
+        std::net::TcpStream::connect(b.http).is_ok() && http_b.get("/readyz").status == 503
+    });
+    assert!(!b.leads());
+
+    // kill -9: nothing released; b takes over once the lease expires.
+    a.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    a.wait_exit();
+    b.wait_leading(Duration::from_millis(LEASE_MILLIS + 2000));
+    let takeover = killed.elapsed();
+    println!("takeover after kill -9: {takeover:?} (lease {LEASE_MILLIS} ms)");
+    assert_eq!(http_b.get("/readyz").status, 200);
+
+    // A restarted process is a new node: a standby, never the old lease.
+    let a2 = Process::start(dir.path(), "proc-a2", &url);
+    eventually(Duration::from_secs(10), "a2 is a standby", || {
+        std::net::TcpStream::connect(a2.http).is_ok()
+            && Http::new(a2.http).get("/readyz").status == 503
+    });
+    // SIGTERM: b flushes, releases; a2 is woken by the notification.
+    b.signal(libc::SIGTERM);
+    let stopping = Instant::now();
+    assert_eq!(b.wait_exit(), Some(0), "a clean stop exits 0");
+    a2.wait_leading(Duration::from_millis(LEASE_MILLIS));
+    let handover = stopping.elapsed();
+    println!("handover after SIGTERM: {handover:?} (lease {LEASE_MILLIS} ms)");
+    assert!(handover < Duration::from_millis(LEASE_MILLIS), "{handover:?}");
+    let cluster = Http::new(a2.http).get("/api/cluster").json();
+    assert_eq!(cluster["leader"]["node"], "proc-a2");
+    assert_eq!(cluster["leader"]["epoch"], 3);
+}
