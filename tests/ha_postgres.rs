@@ -260,7 +260,10 @@ impl Process {
         let started = Instant::now();
         while !self.leads() {
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            assert!(started.elapsed() < within, "did not lead within {within:?}:\n{log}");
+            assert!(
+                started.elapsed() < within,
+                "did not lead within {within:?}:\n{log}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         started.elapsed()
@@ -294,9 +297,11 @@ fn coordinator_processes_take_over_after_a_kill_and_hand_over_on_sigterm() {
     a.wait_leading(Duration::from_secs(15));
     let mut b = Process::start(dir.path(), "proc-b", &url);
     let http_b = Http::new(b.http);
-    eventually(Duration::from_secs(10), "b serves HTTP as a standby", || {
-        std::net::TcpStream::connect(b.http).is_ok() && http_b.get("/readyz").status == 503
-    });
+    eventually(
+        Duration::from_secs(10),
+        "b serves HTTP as a standby",
+        || std::net::TcpStream::connect(b.http).is_ok() && http_b.get("/readyz").status == 503,
+    );
     assert!(!b.leads());
 
     // kill -9: nothing released; b takes over once the lease expires.
@@ -321,7 +326,10 @@ fn coordinator_processes_take_over_after_a_kill_and_hand_over_on_sigterm() {
     a2.wait_leading(Duration::from_millis(LEASE_MILLIS));
     let handover = stopping.elapsed();
     println!("handover after SIGTERM: {handover:?} (lease {LEASE_MILLIS} ms)");
-    assert!(handover < Duration::from_millis(LEASE_MILLIS), "{handover:?}");
+    assert!(
+        handover < Duration::from_millis(LEASE_MILLIS),
+        "{handover:?}"
+    );
     let cluster = Http::new(a2.http).get("/api/cluster").json();
     assert_eq!(cluster["leader"]["node"], "proc-a2");
     assert_eq!(cluster["leader"]["epoch"], 3);

@@ -111,7 +111,14 @@ impl CoordinatorServer {
             },
             &log,
         );
-        let me = advertised(config, &client_addr, &worker_addr, None, String::new());
+        let http_bound = http.as_ref().and_then(|l| l.local_addr().ok());
+        let me = advertised(
+            config,
+            &client_addr,
+            &worker_addr,
+            http_bound.as_ref(),
+            config.resolved_node_name(),
+        );
         let view = NodeView::single(me, coordinator.clone());
         listeners.spawn(clients, workers, &view, &log);
         let http_addr = match http {

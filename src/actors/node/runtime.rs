@@ -75,9 +75,17 @@ struct Recovered {
     result: Result<(TermStore, CoordinatorState, RecoverySummary), StoreError>,
 }
 
+/// Handle → node: a graceful stop of the process (SIGTERM).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct StopNode;
+
 /// Switches this process between standby and leader. See the module
 /// documentation.
 pub struct Node {
+    /// A graceful stop was asked: no new term begins, and a term that
+    /// ends now stops the process (its coordinator would not).
+    stopping: bool,
     view: NodeView,
     config: Arc<CoordinatorConfig>,
     clock: Arc<dyn Clock>,
@@ -117,6 +125,10 @@ impl Node {
 
     /// The lease is ours at `epoch`: recover on a thread of its own.
     fn begin_term(&mut self, epoch: u64, ctx: &mut Context<Self>) {
+        if self.stopping {
+            // Released when the lease thread is told to release.
+            return;
+        }
         let stale = match self.view.read().role {
             NodeRole::Leading { epoch: old } | NodeRole::Recovering { epoch: old } => Some(old),
             NodeRole::Standby => None,
@@ -173,6 +185,11 @@ impl Node {
         drop(view);
         warn!(self.log, "stepped down: standby again"; "epoch" => epoch,
               "reason" => reason.describe());
+        if self.stopping && served {
+            error!(self.log, "stepped down while stopping: changes not yet durable are lost";
+                   "epoch" => epoch);
+            actix::System::current().stop_with_code(NOT_DURABLE_EXIT_CODE);
+        }
     }
 }
 
@@ -271,6 +288,19 @@ impl Handler<Recovered> for Node {
     }
 }
 
+impl Handler<StopNode> for Node {
+    type Result = ();
+
+    fn handle(&mut self, _: StopNode, _: &mut Context<Self>) {
+        self.stopping = true;
+        match self.view.term() {
+            // Freezes, flushes, then stops the system.
+            Some(term) => term.coordinator.do_send(Shutdown),
+            None => actix::System::current().stop(),
+        }
+    }
+}
+
 impl Handler<Fenced> for Node {
     type Result = ();
 
@@ -294,6 +324,7 @@ pub struct NodeServer {
     pub worker_addr: SocketAddr,
     pub http_addr: Option<SocketAddr>,
     pub view: NodeView,
+    node: Addr<Node>,
     lease: Sender<LeaseCommand>,
     lease_thread: std::thread::JoinHandle<()>,
 }
@@ -345,6 +376,7 @@ impl NodeServer {
         let trust = TrustDeadline::default();
         let (lease, commands) = std::sync::mpsc::channel();
         let node = Node {
+            stopping: false,
             view: view.clone(),
             config: config.clone(),
             clock,
@@ -364,7 +396,10 @@ impl NodeServer {
             timing,
             commands,
             trust,
-            report: Box::new(move |event| node.do_send(FromLease(event))),
+            report: Box::new({
+                let node = node.clone();
+                move |event| node.do_send(FromLease(event))
+            }),
         };
         let lease_thread = std::thread::Builder::new()
             .name(LEASE_THREAD.into())
@@ -378,6 +413,7 @@ impl NodeServer {
             client_addr,
             worker_addr,
             http_addr,
+            node,
             view,
             lease,
             lease_thread,
@@ -393,6 +429,7 @@ pub struct NodeHandle {
     pub worker_addr: SocketAddr,
     pub http_addr: Option<SocketAddr>,
     pub view: NodeView,
+    node: Addr<Node>,
     system: actix::System,
     thread: Option<std::thread::JoinHandle<i32>>,
     lease: Sender<LeaseCommand>,
@@ -435,6 +472,7 @@ impl NodeHandle {
             worker_addr: server.worker_addr,
             http_addr: server.http_addr,
             view: server.view,
+            node: server.node,
             system,
             thread: Some(thread),
             lease: server.lease,
@@ -467,10 +505,7 @@ impl NodeHandle {
     /// `shutdown-timeout-millis`), closes its sockets, then releases the
     /// lease so a standby takes over at once; a standby just closes.
     pub fn stop(mut self) -> StopOutcome {
-        match self.view.term() {
-            Some(term) => term.coordinator.do_send(Shutdown),
-            None => self.system.stop(),
-        }
+        self.node.do_send(StopNode);
         let code = self.join();
         let (done, released) = std::sync::mpsc::channel();
         if self.lease.send(LeaseCommand::Release(done)).is_ok() {
