@@ -60,10 +60,7 @@ impl Handler<CommitBatch> for HeldPersistence {
 }
 
 fn store_error(reason: &str) -> StoreError {
-    StoreError {
-        path: "test.db".into(),
-        reason: reason.into(),
-    }
+    StoreError::sqlite(std::path::Path::new("test.db"), reason)
 }
 
 /// Records everything sent to a session.

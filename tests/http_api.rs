@@ -97,6 +97,33 @@ fn every_endpoint_answers_over_a_real_socket() {
         .get("/metrics")
         .body
         .contains("taskyard_jobs_succeeded_total 1"));
+    assert!(
+        page.body.contains("id=\"cluster\""),
+        "the dashboard's cluster panel"
+    );
+}
+
+#[test]
+fn on_sqlite_the_cluster_is_this_coordinator_leading_at_epoch_zero() {
+    let cluster = Cluster::start(0, 1);
+    let http = cluster.http();
+    let answer = http.get("/api/cluster");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let info = answer.json();
+    assert_eq!(info["role"], "leader");
+    assert_eq!(info["store"], "sqlite");
+    assert_eq!(info["epoch"], 0);
+    assert_eq!(info["leader"]["epoch"], 0);
+    assert_eq!(info["leader"]["node"], info["node"]);
+    assert_eq!(info["members"][0]["role"], "leader");
+    let metrics = http.get("/metrics").body;
+    for line in [
+        "taskyard_leader 1",
+        "taskyard_leader_epoch 0",
+        "taskyard_leader_changes_total 0",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use crate::protocol::JobId;
 use crate::scheduler::Job;
-use crate::store::{JobReader, PageFilter, StoreError, StoredSummary};
+use crate::store::{HistoryReader, JobReader, PageFilter, StoreError, StoredSummary};
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
 use std::path::Path;
 use std::sync::Mutex;
@@ -52,7 +52,7 @@ pub type HistoryLink = Recipient<ReadHistory>;
 
 /// One reader of the pool.
 pub struct History {
-    reader: JobReader,
+    reader: Box<dyn HistoryReader>,
 }
 
 impl History {
@@ -61,25 +61,27 @@ impl History {
     /// connection. Fails before any thread starts if a connection cannot
     /// be opened.
     pub fn start(path: &Path, readers: usize) -> Result<Addr<History>, StoreError> {
-        let readers = readers.max(1);
-        let opened = (0..readers)
-            .map(|_| JobReader::open(path))
+        let opened = (0..readers.max(1))
+            .map(|_| JobReader::open(path).map(|r| Box::new(r) as Box<dyn HistoryReader>))
             .collect::<Result<Vec<_>, _>>()?;
+        Ok(History::start_with(opened))
+    }
+
+    /// Starts one thread per reader of `opened` (at least one), whatever
+    /// its backend.
+    pub fn start_with(opened: Vec<Box<dyn HistoryReader>>) -> Addr<History> {
+        let readers = opened.len().max(1);
         // The factory runs once per thread; each takes one connection.
         let pool = Mutex::new(opened);
         let named = || std::thread::Builder::new().name(HISTORY_THREAD.into());
-        Ok(SyncArbiter::start_with_thread_builder(
-            readers,
-            named,
-            move || {
-                let reader = pool
-                    .lock()
-                    .ok()
-                    .and_then(|mut p| p.pop())
-                    .expect("one connection was opened per reader thread");
-                History { reader }
-            },
-        ))
+        SyncArbiter::start_with_thread_builder(readers, named, move || {
+            let reader = pool
+                .lock()
+                .ok()
+                .and_then(|mut p| p.pop())
+                .expect("one connection was opened per reader thread");
+            History { reader }
+        })
     }
 }
 

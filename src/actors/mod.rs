@@ -7,6 +7,7 @@ pub mod coordinator;
 pub mod handshake;
 pub mod history;
 pub mod listener;
+pub mod node;
 pub mod open_files;
 pub mod outbox;
 pub mod persistence;

@@ -1,10 +1,10 @@
-//! `Persistence`: the only owner of the SQLite connection, on its own
+//! `Persistence`: the only owner of the store (SQLite or PostgreSQL), on its own
 //! thread (a one-thread `SyncArbiter`), so no coordinator handler ever
 //! waits on disk.
 
 use crate::actors::server::PERSISTENCE_THREAD;
 use crate::scheduler::JobRow;
-use crate::store::{ExpiredJob, ExpiryCutoffs, JobStore, StoreError};
+use crate::store::{ExpiredJob, ExpiryCutoffs, Store, StoreError};
 use actix::dev::ToEnvelope;
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
 use slog::{debug, Logger};
@@ -65,7 +65,7 @@ impl PersistenceLink {
 
 /// Runs `StageRows` and `CommitBatch` against the real database.
 pub struct Persistence {
-    store: JobStore,
+    store: Box<dyn Store>,
     /// Why staging failed since the last commit: the transaction is rolled
     /// back, later rows of the batch are skipped, and its commit fails.
     failed: Option<StoreError>,
@@ -73,7 +73,7 @@ pub struct Persistence {
 }
 
 impl Persistence {
-    pub fn new(store: JobStore, log: Logger) -> Self {
+    pub fn new(store: Box<dyn Store>, log: Logger) -> Self {
         Persistence {
             store,
             failed: None,
@@ -84,7 +84,7 @@ impl Persistence {
     /// Starts the one `Persistence` on its own thread, named
     /// `PERSISTENCE_THREAD` so benchmarks can find its CPU time in /proc.
     /// `store` moves into that actor; nothing else ever touches it.
-    pub fn start(store: JobStore, log: Logger) -> Addr<Persistence> {
+    pub fn start(store: Box<dyn Store>, log: Logger) -> Addr<Persistence> {
         // A SyncArbiter builds its actor with a factory; with one thread it
         // is called once, and the store moves into that one actor.
         let store = Mutex::new(Some(store));
@@ -148,6 +148,7 @@ mod tests {
     use crate::config::Synchronous;
     use crate::protocol::JobState;
     use crate::store::tests::row;
+    use crate::store::JobStore;
 
     #[actix_rt::test]
     async fn a_batch_whose_staging_failed_is_not_committed_and_the_next_one_is() {
@@ -155,7 +156,7 @@ mod tests {
         let path = dir.path().join("t.db");
         let store = JobStore::open(&path, Synchronous::Full).expect("open");
         let log = Logger::root(slog::Discard, slog::o!());
-        let persistence = Persistence::start(store, log);
+        let persistence = Persistence::start(Box::new(store), log);
         let first = row(1, JobState::Queued);
         let mut clash = row(2, JobState::Queued);
         clash.idempotency_key = first.idempotency_key.clone();

@@ -7,6 +7,7 @@ use crate::actors::coordinator::{Coordinator, ExpiryPolicy, Shutdown, NOT_DURABL
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
 use crate::actors::history::History;
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
+use crate::actors::node::{standby, term_io, NodeView};
 use crate::actors::open_files;
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
@@ -14,11 +15,13 @@ use crate::actors::worker_session::WorkerSession;
 use crate::actors::write_budget::UnwrittenBytes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
+use crate::config::StoreKind;
 use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
-use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention};
+use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention, Stored};
 use crate::security::tls;
-use crate::store::{JobStore, StoreError};
+use crate::store::postgres::{PgTarget, PostgresReader, PostgresStore};
+use crate::store::{HistoryReader, JobStore, Store, StoreError};
 use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
@@ -79,14 +82,10 @@ impl CoordinatorServer {
         listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
         let worker_unwritten = listeners.worker.unwritten.clone();
-        let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
-        if config.sqlite_preallocate_wal {
-            preallocate_wal(&store, &log);
-        }
-        let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
+        let (store, stored, postgres_readers) = open_and_load(config, &log)?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
         let recovery = state.recover_stored(stored, clock.now());
-        info!(log, "recovered"; "db" => %config.db_path.display(), "rows" => recovery.loaded,
+        info!(log, "recovered"; "db" => store.describe(), "rows" => recovery.loaded,
               "stored" => recovery.stored,
               "requeued" => recovery.requeued, "failed" => recovery.failed,
               "millis" => started.elapsed().as_millis() as u64);
@@ -97,26 +96,36 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
-        let history = History::start(&config.db_path, config.history_readers)?;
-        let persistence = Persistence::start(store, log.clone());
-        let coordinator = Coordinator::new(
-            state,
+        let history = match postgres_readers {
+            None => History::start(&config.db_path, config.history_readers)?,
+            Some(readers) => History::start_with(readers),
+        };
+        let coordinator = start_term(
+            config,
             clock.clone(),
-            PersistenceLink::to(&persistence),
-            log.clone(),
-        )
-        .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
-        .with_history(history.recipient(), retention(config))
-        .with_expiry(persistence.clone().recipient(), expiry(config))
-        .start();
-        Sweeper {
-            coordinator: coordinator.clone(),
-            interval: Duration::from_millis(config.sweep_interval_millis),
-        }
-        .start();
-        listeners.spawn(clients, workers, &coordinator, &log);
+            store,
+            state,
+            TermLinks {
+                history: Some(history.recipient()),
+                fence_watch: None,
+            },
+            &log,
+        );
+        let http_bound = http.as_ref().and_then(|l| l.local_addr().ok());
+        let me = advertised(
+            config,
+            &client_addr,
+            &worker_addr,
+            http_bound.as_ref(),
+            config.resolved_node_name(),
+        );
+        let view = NodeView::single(me, coordinator.clone());
+        listeners.spawn(clients, workers, &view, &log);
         let http_addr = match http {
-            Some(listener) => Some(spawn_http(listener, &coordinator, clock, config)?),
+            Some(listener) => {
+                let link = crate::http::CoordinatorLink::for_node(view, clock);
+                Some(spawn_http(listener, link, config)?)
+            }
             None => None,
         };
         info!(log, "coordinator listening"; "clients" => %client_addr, "workers" => %worker_addr,
@@ -151,7 +160,7 @@ fn expiry(config: &CoordinatorConfig) -> ExpiryPolicy {
     }
 }
 
-async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
+pub(crate) async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
     TcpListener::bind(addr).await.map_err(|e| StartError::Bind {
         key,
         addr,
@@ -161,7 +170,9 @@ async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartE
 
 /// Binds `http-listen` (if set) with the other listeners, so a bad address
 /// fails start-up before anything is served.
-fn bind_http(config: &CoordinatorConfig) -> Result<Option<std::net::TcpListener>, StartError> {
+pub(crate) fn bind_http(
+    config: &CoordinatorConfig,
+) -> Result<Option<std::net::TcpListener>, StartError> {
     let addr = config
         .http_addr()
         .map_err(|(key, reason)| StartError::Config { key, reason })?;
@@ -176,11 +187,11 @@ fn bind_http(config: &CoordinatorConfig) -> Result<Option<std::net::TcpListener>
     Ok(Some(listener))
 }
 
-/// Starts actix-web on the bound listener, talking to `coordinator`.
-fn spawn_http(
+/// Starts actix-web on the bound listener, talking to whoever `link`
+/// says serves.
+pub(crate) fn spawn_http(
     listener: std::net::TcpListener,
-    coordinator: &Addr<Coordinator>,
-    clock: Arc<dyn Clock>,
+    link: crate::http::CoordinatorLink,
     config: &CoordinatorConfig,
 ) -> Result<SocketAddr, StartError> {
     let addr = listener.local_addr().map_err(|e| StartError::Bind {
@@ -188,7 +199,6 @@ fn spawn_http(
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         reason: e.to_string(),
     })?;
-    let link = crate::http::CoordinatorLink::start(coordinator.clone(), clock);
     let token = config
         .client_secret()
         .map_err(|(key, reason)| StartError::Config { key, reason })?;
@@ -205,12 +215,139 @@ fn spawn_http(
     Ok(addr)
 }
 
-fn local_addr(listener: &TcpListener, key: &'static str) -> Result<SocketAddr, StartError> {
+/// What a term's coordinator is linked to besides its store.
+pub(crate) struct TermLinks {
+    /// Reads of jobs no longer in memory (SQLite's reader pool); none:
+    /// every finished job stays in memory until it expires.
+    pub history: Option<crate::actors::history::HistoryLink>,
+    /// Told when a commit is fenced (PostgreSQL).
+    pub fence_watch: Option<actix::Recipient<crate::actors::coordinator::Fenced>>,
+}
+
+/// Starts a term's actors on the current actix system: `Persistence` on
+/// `store`, the `Coordinator` on the recovered `state`, and its `Sweeper`.
+pub(crate) fn start_term(
+    config: &CoordinatorConfig,
+    clock: Arc<dyn Clock>,
+    store: Box<dyn Store>,
+    state: CoordinatorState,
+    links: TermLinks,
+    log: &Logger,
+) -> Addr<Coordinator> {
+    let persistence = Persistence::start(store, log.clone());
+    let mut coordinator =
+        Coordinator::new(state, clock, PersistenceLink::to(&persistence), log.clone())
+            .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
+            .with_expiry(persistence.clone().recipient(), expiry(config));
+    if let Some(history) = links.history {
+        coordinator = coordinator.with_history(history, retention(config));
+    }
+    if let Some(watch) = links.fence_watch {
+        coordinator = coordinator.with_fence_watch(watch);
+    }
+    let coordinator = coordinator.start();
+    Sweeper {
+        coordinator: coordinator.clone(),
+        interval: Duration::from_millis(config.sweep_interval_millis),
+    }
+    .start();
+    coordinator
+}
+
+/// This node's name and the addresses it advertises: the `advertise-*`
+/// keys, else the bound listeners.
+pub(crate) fn advertised(
+    config: &CoordinatorConfig,
+    client: &SocketAddr,
+    worker: &SocketAddr,
+    http: Option<&SocketAddr>,
+    node: String,
+) -> crate::protocol::LeaderAddresses {
+    let pick = |key: &str, bound: Option<&SocketAddr>| {
+        if key.is_empty() {
+            bound.map(|a| a.to_string())
+        } else {
+            Some(key.to_string())
+        }
+    };
+    crate::protocol::LeaderAddresses {
+        node,
+        epoch: 0,
+        client: pick(&config.advertise_client, Some(client)),
+        worker: pick(&config.advertise_worker, Some(worker)),
+        http: pick(&config.advertise_http, http),
+    }
+}
+
+pub(crate) fn local_addr(
+    listener: &TcpListener,
+    key: &'static str,
+) -> Result<SocketAddr, StartError> {
     listener.local_addr().map_err(|e| StartError::Bind {
         key,
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
         reason: e.to_string(),
     })
+}
+
+/// The opened store, what recovery read from it, and for PostgreSQL the
+/// history readers' connections (SQLite's open after the listeners bind).
+type Opened = (Box<dyn Store>, Stored, Option<Vec<Box<dyn HistoryReader>>>);
+
+/// Opens (and migrates) the store the config names and reads what recovery
+/// needs. On a thread of its own: the PostgreSQL driver blocks on a runtime
+/// of its own, which it may not do on the actor system's thread. A database
+/// that cannot be reached is a start-up error naming `postgres-url` and the
+/// address (never the password).
+fn open_and_load(config: &CoordinatorConfig, log: &Logger) -> Result<Opened, StartError> {
+    let window = config.retain_finished_in_memory;
+    std::thread::scope(|scope| {
+        let opening = std::thread::Builder::new()
+            .name("taskyard-open-store".into())
+            .spawn_scoped(scope, || -> Result<Opened, StartError> {
+                match config.store {
+                    StoreKind::Sqlite => {
+                        let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
+                        if config.sqlite_preallocate_wal {
+                            preallocate_wal(&store, log);
+                        }
+                        let stored = store.load_for_recovery(window)?;
+                        Ok((Box::new(store), stored, None))
+                    }
+                    StoreKind::Postgres => {
+                        let mut store = PostgresStore::open(config.postgres_url.expose())
+                            .map_err(postgres_unusable)?;
+                        info!(log, "store opened"; "store" => store.describe());
+                        let readers = postgres_readers(store.target(), config)?;
+                        let stored = Store::load_for_recovery(&mut store, window)?;
+                        Ok((Box::new(store), stored, Some(readers)))
+                    }
+                }
+            })
+            .map_err(|_| StartError::Thread)?;
+        opening.join().map_err(|_| StartError::Thread)?
+    })
+}
+
+/// `history-readers` connections of their own to the PostgreSQL store.
+pub(crate) fn postgres_readers(
+    target: &PgTarget,
+    config: &CoordinatorConfig,
+) -> Result<Vec<Box<dyn HistoryReader>>, StartError> {
+    (0..config.history_readers.max(1))
+        .map(|_| {
+            PostgresReader::open(target.clone())
+                .map(|r| Box::new(r) as Box<dyn HistoryReader>)
+                .map_err(postgres_unusable)
+        })
+        .collect()
+}
+
+pub(crate) fn postgres_unusable(e: StoreError) -> StartError {
+    StartError::Config {
+        key: "postgres-url".into(),
+        reason: e.to_string(),
+    }
 }
 
 /// A WAL that cannot be preallocated (a full disk, say) only makes commits
@@ -226,15 +363,15 @@ fn preallocate_wal(store: &JobStore, log: &Logger) {
 
 /// Both listeners' rules, from the config. Reads token and TLS files, so
 /// failures name the key and file.
-struct Listeners {
+pub(crate) struct Listeners {
     client: ListenerPolicy,
     worker: ListenerPolicy,
     tls: Option<TlsAcceptor>,
-    max_connections: usize,
+    pub(crate) max_connections: usize,
 }
 
 impl Listeners {
-    fn from_config(config: &CoordinatorConfig) -> Result<Listeners, StartError> {
+    pub(crate) fn from_config(config: &CoordinatorConfig) -> Result<Listeners, StartError> {
         let invalid = |(key, reason): (String, String)| StartError::Config { key, reason };
         let policy = |role, token| ListenerPolicy {
             role,
@@ -288,42 +425,32 @@ impl Listeners {
     }
 
     /// Spawns both accept loops: workers first, then clients.
-    fn spawn(
+    pub(crate) fn spawn(
         self,
         clients: TcpListener,
         workers: TcpListener,
-        coordinator: &Addr<Coordinator>,
+        view: &NodeView,
         log: &Logger,
     ) {
-        self.spawn_accept_loop(
-            &self.worker,
-            workers,
-            coordinator,
-            log,
-            WorkerSession::start,
-        );
-        self.spawn_accept_loop(
-            &self.client,
-            clients,
-            coordinator,
-            log,
-            ClientSession::start,
-        );
+        self.spawn_accept_loop(&self.worker, workers, view, log, WorkerSession::start);
+        self.spawn_accept_loop(&self.client, clients, view, log, ClientSession::start);
     }
 
-    /// Spawns the accept loop of the listener for `policy.role`: each
-    /// connection it accepts gets a session from `start_session`, held to
-    /// `policy`, and logs carry the listener's name.
+    /// Spawns the accept loop of the listener for `policy.role`: while
+    /// this node serves a term, each connection it accepts gets a session
+    /// from `start_session` (held to `policy`, bound to the term); while
+    /// it does not, each is answered `NotLeader` and closed. Logs carry
+    /// the listener's name.
     fn spawn_accept_loop<Session: 'static>(
         &self,
         policy: &ListenerPolicy,
         listener: TcpListener,
-        coordinator: &Addr<Coordinator>,
+        view: &NodeView,
         log: &Logger,
         start_session: fn(ReadHalf, WriteHalf, Addr<Coordinator>, SessionContext) -> Session,
     ) {
         let name = policy.role.name();
-        let (coordinator, log) = (coordinator.clone(), log.new(slog::o!("listener" => name)));
+        let (view, log) = (view.clone(), log.new(slog::o!("listener" => name)));
         let policy = Arc::new(policy.clone());
         let setup = self.setup(name, &policy);
         actix_rt::spawn(accept_loop(
@@ -331,8 +458,23 @@ impl Listeners {
             setup,
             log.clone(),
             move |a: Accepted| {
+                let Some(term) = view.term() else {
+                    actix_rt::spawn(standby::answer_not_leader(
+                        a,
+                        policy.role,
+                        view.leader_addresses(),
+                        policy.handshake_timeout,
+                        policy.max_frame_bytes,
+                        log.clone(),
+                    ));
+                    return;
+                };
+                let (read, write) = match &term.sessions {
+                    Some(token) => term_io::bind(a.read, a.write, token),
+                    None => (a.read, a.write),
+                };
                 let conn = SessionContext::new(Arc::clone(&policy), a.peer, Some(a.slot), &log);
-                start_session(a.read, a.write, coordinator.clone(), conn);
+                start_session(read, write, term.coordinator, conn);
             },
         ));
     }

@@ -4,8 +4,25 @@
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use taskyard::actors::node::NodeHandle;
 use taskyard::actors::{CoordinatorHandle, StopOutcome};
-use taskyard::config::{load, CoordinatorOptions};
+use taskyard::config::{load, CoordinatorOptions, StoreKind};
+
+/// What runs: one coordinator (SQLite), or a node that leads in terms.
+enum Running {
+    Single(CoordinatorHandle),
+    Node(NodeHandle),
+}
+
+impl Running {
+    /// Graceful stop; a leading node then releases the lease.
+    fn stop(self) -> StopOutcome {
+        match self {
+            Running::Single(handle) => handle.stop(),
+            Running::Node(handle) => handle.stop(),
+        }
+    }
+}
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
 /// (BENCHMARKS.md); `main` first turns huge pages off (see `taskyard::memory`).
@@ -34,7 +51,13 @@ fn main() -> ExitCode {
         Err(e) => return fail(e),
     };
     let (log, flush) = taskyard::logging::build_flushed_logger(config.log_level, config.log_format);
-    let coordinator = match CoordinatorHandle::spawn(config, log.clone()) {
+    // On PostgreSQL the process is a node of a cluster: it starts as a
+    // standby and leads in terms (see README "High availability").
+    let started = match config.store {
+        StoreKind::Sqlite => CoordinatorHandle::spawn(config, log.clone()).map(Running::Single),
+        StoreKind::Postgres => NodeHandle::spawn_postgres(config, log.clone()).map(Running::Node),
+    };
+    let coordinator = match started {
         Ok(handle) => handle,
         Err(e) => return fail(e),
     };

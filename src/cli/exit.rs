@@ -78,6 +78,9 @@ pub enum CliError {
     /// An argument that parsed but makes no sense (a time in the past).
     #[error("{0}")]
     BadArgument(String),
+    /// A coordinator's HTTP listener could not be asked (`cluster`).
+    #[error("{0}")]
+    Unreachable(String),
     #[error("job {job_id} already finished ({state})")]
     AlreadyFinished { job_id: JobId, state: JobState },
     #[error("job {job_id} is {state}; only a SUCCEEDED job has a result")]
@@ -92,7 +95,8 @@ impl CliError {
             | CliError::NoSuchJob(_)
             | CliError::Output(_)
             | CliError::Setup(_)
-            | CliError::BadArgument(_) => Exit::Usage,
+            | CliError::BadArgument(_)
+            | CliError::Unreachable(_) => Exit::Usage,
             CliError::AlreadyFinished { .. } | CliError::NoResult { .. } => Exit::JobFailed,
             CliError::Rejected(_) => Exit::Rejected,
             CliError::WaitTimedOut { .. } => Exit::WaitTimedOut,

@@ -6,6 +6,7 @@
 //! returns `Result<Exit, CliError>`.
 
 pub mod bench;
+pub mod cluster;
 pub mod commands;
 pub mod dev;
 pub mod exit;
@@ -74,6 +75,9 @@ pub enum Command {
     /// Measure throughput and latency: by default against a coordinator and
     /// workers it starts in this process.
     Bench(bench::BenchArgs),
+    /// Show who leads, the leader lease, and the coordinators that checked
+    /// in (asks any coordinator's HTTP listener, leader or standby).
+    Cluster(cluster::ClusterArgs),
 }
 
 #[derive(Debug, Args)]
@@ -241,6 +245,7 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Payload(args) => commands::payload(ctx, args.job_id),
         Command::Dev(args) => dev::run(args),
         Command::Bench(args) => bench::run(ctx, args),
+        Command::Cluster(args) => cluster::cluster(ctx, args),
     }
 }
 

@@ -306,7 +306,7 @@ pub fn workers_table(workers: &[WorkerView]) -> String {
 /// Left-aligned columns two spaces apart, sized to their widest cell.
 /// Padded by hand: a format width over 65,535 panics, and a cell (an
 /// error, a task type list) can be longer than that.
-fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+pub(crate) fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {

@@ -3,7 +3,7 @@
 
 use crate::config::{
     at_least, fits_frame, frame_size, secret, within, ConfigOptions, Invalid, LogFormat, LogLevel,
-    Synchronous, Validate,
+    PostgresUrl, StoreKind, Synchronous, Validate,
 };
 use crate::http::authority::Authority;
 use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
@@ -19,6 +19,14 @@ config_struct! {
         client_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 7400)),
         /// Address the worker listener binds.
         worker_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 7401)),
+        /// Where jobs are stored: `sqlite` (the file at db-path) or
+        /// `postgres` (the database at postgres-url).
+        store: StoreKind = StoreKind::Sqlite,
+        /// PostgreSQL URL for store = "postgres", `postgres://USER:PASSWORD@HOST:PORT/DB`
+        /// (`?sslmode=require` for TLS, `&sslrootcert=FILE` for a private CA);
+        /// also $TASKYARD_POSTGRES_URL. Never logged with its password.
+        #[arg(env = "TASKYARD_POSTGRES_URL", hide_env_values = true)]
+        postgres_url: PostgresUrl = PostgresUrl::default(),
         /// SQLite database file; created if missing.
         db_path: PathBuf = PathBuf::from("taskyard-data/taskyard.db"),
         /// SQLite `synchronous` mode: full (every commit fsynced), normal or off.
@@ -125,6 +133,23 @@ config_struct! {
         expiry_interval_millis: u64 = 60_000,
         /// Most jobs deleted in one transaction.
         expiry_batch_rows: usize = 500,
+        /// High availability (`store = "postgres"`): how long an acquired
+        /// or renewed leader lease lasts on the database's clock. The
+        /// leader renews every third of it and trusts it for four fifths;
+        /// a standby takes over within about this long after a crash.
+        leader_lease_millis: u64 = 10_000,
+        /// This process's name in the lease and in `taskyard cluster`;
+        /// empty: the host name plus a random suffix (unique per process).
+        node_name: String = String::new(),
+        /// The client address a standby tells peers to use while this
+        /// process leads; empty: client-listen as bound.
+        advertise_client: String = String::new(),
+        /// The worker address advertised while this process leads; empty:
+        /// worker-listen as bound.
+        advertise_worker: String = String::new(),
+        /// The HTTP address advertised while this process leads; empty:
+        /// http-listen as bound.
+        advertise_http: String = String::new(),
     }
 }
 
@@ -265,6 +290,20 @@ impl Validate for CoordinatorConfig {
         )?;
         at_least("expiry-interval-millis", self.expiry_interval_millis, 10)?;
         at_least("expiry-batch-rows", self.expiry_batch_rows as u64, 1)?;
+        within_u64(
+            "leader-lease-millis",
+            self.leader_lease_millis,
+            MIN_LEADER_LEASE_MILLIS,
+            MAX_LEADER_LEASE_MILLIS,
+        )?;
+        check_node_name(&self.node_name)?;
+        for (key, value) in [
+            ("advertise-client", &self.advertise_client),
+            ("advertise-worker", &self.advertise_worker),
+            ("advertise-http", &self.advertise_http),
+        ] {
+            check_advertised(key, value)?;
+        }
         at_least(
             "max-in-flight-requests",
             self.max_in_flight_requests as u64,
@@ -308,6 +347,7 @@ impl Validate for CoordinatorConfig {
         at_least("max-error-bytes", self.max_error_bytes as u64, 1)?;
         self.http_addr()?;
         self.http_allowed_hosts()?;
+        self.check_store()?;
         frame_size(self.max_frame_bytes)?;
         fits_frame(
             "max-payload-bytes",
@@ -323,6 +363,23 @@ impl Validate for CoordinatorConfig {
 }
 
 impl CoordinatorConfig {
+    /// `store = "postgres"` needs a `postgres-url` that parses (checked
+    /// here without connecting; the error never repeats the password).
+    fn check_store(&self) -> Result<(), Invalid> {
+        if self.store != StoreKind::Postgres {
+            return Ok(());
+        }
+        if self.postgres_url.expose().trim().is_empty() {
+            return Err((
+                "postgres-url".into(),
+                "store = \"postgres\" needs postgres-url (or $TASKYARD_POSTGRES_URL)".into(),
+            ));
+        }
+        crate::store::postgres::PgTarget::parse(self.postgres_url.expose())
+            .map(|_| ())
+            .map_err(|reason| ("postgres-url".to_string(), reason))
+    }
+
     /// The HTTP listener's address, `None` when `http-listen` is empty.
     pub fn http_addr(&self) -> Result<Option<SocketAddr>, Invalid> {
         let text = self.http_listen.trim();
@@ -350,5 +407,143 @@ impl CoordinatorConfig {
                 })
             })
             .collect()
+    }
+}
+
+/// Shortest `leader-lease-millis`: renewals every 100 ms at the fastest.
+pub const MIN_LEADER_LEASE_MILLIS: u64 = 300;
+/// Longest `leader-lease-millis` (one hour): a longer lease only delays
+/// takeover after a crash.
+pub const MAX_LEADER_LEASE_MILLIS: u64 = 3_600_000;
+/// Longest `node-name`.
+pub const MAX_NODE_NAME_BYTES: usize = 128;
+
+fn within_u64(key: &str, value: u64, min: u64, max: u64) -> Result<(), Invalid> {
+    if !(min..=max).contains(&value) {
+        return Err((key.to_string(), format!("{value} is outside {min}..={max}")));
+    }
+    Ok(())
+}
+
+/// A node name is shown and stored: printable, no spaces, bounded.
+fn check_node_name(name: &str) -> Result<(), Invalid> {
+    let bad = name.len() > MAX_NODE_NAME_BYTES
+        || name.chars().any(|c| c.is_whitespace() || c.is_control());
+    if bad {
+        return Err((
+            "node-name".into(),
+            format!("{name:?} must be at most {MAX_NODE_NAME_BYTES} bytes without spaces or control characters (empty: host name plus a random suffix)"),
+        ));
+    }
+    Ok(())
+}
+
+/// An advertised address is what peers dial: `host:port` (a name or an
+/// IP), or empty for the bound address.
+fn check_advertised(key: &str, value: &str) -> Result<(), Invalid> {
+    if value.is_empty() {
+        return Ok(());
+    }
+    match value.parse::<Authority>() {
+        Ok(Authority { port: Some(_), .. }) => Ok(()),
+        _ => Err((
+            key.to_string(),
+            format!("{value:?} is not host:port (or empty for the bound address)"),
+        )),
+    }
+}
+
+impl CoordinatorConfig {
+    /// The lease's length (`leader-lease-millis`).
+    pub fn leader_lease(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.leader_lease_millis)
+    }
+
+    /// This process's node name: `node-name`, or the host name plus a
+    /// random suffix, so that two processes (or one restarted) never share
+    /// a name by default.
+    pub fn resolved_node_name(&self) -> String {
+        if !self.node_name.is_empty() {
+            return self.node_name.clone();
+        }
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        format!("{}-{}", host_name(), &suffix[..8])
+    }
+}
+
+/// The machine's host name (`localhost` if it cannot be read).
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname writes at
+    // most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(name) if rc == 0 && !name.is_empty() => name.replace(char::is_whitespace, "-"),
+        _ => "localhost".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod ha_key_tests {
+    use super::*;
+
+    fn with(edit: impl FnOnce(&mut CoordinatorConfig)) -> Result<(), Invalid> {
+        let mut c = CoordinatorConfig::default();
+        edit(&mut c);
+        c.validate()
+    }
+
+    #[test]
+    fn ha_keys_out_of_range_name_the_key() {
+        assert_eq!(with(|_| {}), Ok(()));
+        let key = |r: Result<(), Invalid>| r.expect_err("refused").0;
+        assert_eq!(
+            key(with(|c| c.leader_lease_millis = 299)),
+            "leader-lease-millis"
+        );
+        assert_eq!(
+            key(with(|c| c.leader_lease_millis = 3_600_001)),
+            "leader-lease-millis"
+        );
+        assert_eq!(key(with(|c| c.node_name = "a b".into())), "node-name");
+        assert_eq!(key(with(|c| c.node_name = "x".repeat(129))), "node-name");
+        assert_eq!(
+            key(with(|c| c.advertise_client = "host".into())),
+            "advertise-client"
+        );
+        assert_eq!(
+            key(with(|c| c.advertise_worker = "http://h:1".into())),
+            "advertise-worker"
+        );
+        assert_eq!(
+            key(with(|c| c.advertise_http = "h:99999".into())),
+            "advertise-http"
+        );
+        assert_eq!(
+            with(|c| {
+                c.advertise_client = "coord-a.example:7400".into();
+                c.advertise_worker = "10.0.0.5:7401".into();
+                c.advertise_http = "[::1]:7480".into();
+                c.node_name = "coord-a".into();
+            }),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn default_node_names_differ_per_call_and_start_with_the_host() {
+        let c = CoordinatorConfig::default();
+        let (a, b) = (c.resolved_node_name(), c.resolved_node_name());
+        assert_ne!(a, b);
+        assert_eq!(
+            a.rsplit_once('-').map(|(h, _)| h),
+            b.rsplit_once('-').map(|(h, _)| h)
+        );
+        let named = CoordinatorConfig {
+            node_name: "coord-a".into(),
+            ..CoordinatorConfig::default()
+        };
+        assert_eq!(named.resolved_node_name(), "coord-a");
     }
 }

@@ -228,6 +228,41 @@ pub fn env_token() -> Option<Secret> {
         .map(|t| Secret::new(t.trim()))
 }
 
+/// `postgres-url`: a PostgreSQL URL that may hold a password, so `Debug`
+/// shows only where it points (see `PgTarget::describe`).
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct PostgresUrl(String);
+
+impl PostgresUrl {
+    pub fn new(url: impl Into<String>) -> PostgresUrl {
+        PostgresUrl(url.into())
+    }
+
+    /// The URL itself, password included: only for connecting.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match crate::store::postgres::PgTarget::parse(&self.0) {
+            Ok(target) => write!(f, "{:?}", target.describe()),
+            Err(_) if self.0.is_empty() => f.write_str("\"\""),
+            Err(_) => f.write_str("\"(unparsable URL, not shown)\""),
+        }
+    }
+}
+
+impl FromStr for PostgresUrl {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(PostgresUrl(s.to_string()))
+    }
+}
+
 /// Declares a small enum used as a config value: parsed from TOML and flags
 /// by its lowercase name.
 macro_rules! config_enum {
@@ -258,6 +293,10 @@ macro_rules! config_enum {
 config_enum!(
     /// How much of SQLite's durability to keep.
     Synchronous { Full => "full", Normal => "normal", Off => "off" }
+);
+config_enum!(
+    /// Which store the coordinator keeps its jobs in.
+    StoreKind { Sqlite => "sqlite", Postgres => "postgres" }
 );
 config_enum!(
     /// Minimum level of log lines printed.

@@ -1,10 +1,19 @@
 //! High availability: which coordinator leads, and how a standby takes over.
 //!
-//! The lease lives in the database (`LeaseStore`, implemented by the
-//! PostgreSQL store); the leader's own trust in its lease is policy on its
-//! monotonic clock; every commit transaction is fenced by the lease's epoch
-//! (see `Store::set_fence`).
+//! The lease lives in the database (`LeaseStore`: `PostgresLease`, or
+//! `MemoryLease` for tests); the leader's own trust in its lease is policy
+//! on its monotonic clock (`LeaseKeeper`), driven on a thread of its own
+//! (`LeaseRunner`); every commit transaction is fenced by the lease's
+//! epoch (see `Store::set_fence`).
 
+pub mod lease_keeper;
+pub mod lease_runner;
 pub mod lease_store;
+pub mod memory_lease;
+pub mod postgres_lease;
 
+pub use lease_keeper::{Due, LeaseKeeper, LeaseTiming, Renewal, StepDown, StepDownReason};
+pub use lease_runner::{LeaseCommand, LeaseEvent, LeaseRunner, TrustDeadline, LEASE_THREAD};
 pub use lease_store::{LeaderRecord, LeaseError, LeaseStore, Member, MemberRole, NodeIdentity};
+pub use memory_lease::MemoryLease;
+pub use postgres_lease::PostgresLease;

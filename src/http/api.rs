@@ -129,6 +129,13 @@ pub async fn stats(link: Link) -> ApiResult {
     Ok(HttpResponse::Ok().json(stats_json(&snapshot)))
 }
 
+/// Who leads, the lease, and the members that checked in: answered by a
+/// standby as by the leader (from what this process last read of the
+/// lease, no coordinator round trip).
+pub async fn cluster(link: Link) -> HttpResponse {
+    HttpResponse::Ok().json(link.view.cluster())
+}
+
 pub async fn openapi() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")

@@ -12,9 +12,10 @@
 //! state it shows is committed — the same rule as the TCP `ClientSession`.
 
 use crate::actors::coordinator::{ClientCommand, Coordinator, Query, QueryKind};
+use crate::actors::node::NodeView;
 use crate::actors::outbox::{ClientAnswer, QueryAnswer, QueryResult};
 use crate::clock::Clock;
-use crate::protocol::{ClientRequest, ClientResponse};
+use crate::protocol::{ClientRequest, ClientResponse, LeaderAddresses};
 use actix::{Actor, Addr, Context, Handler, Message, MessageResult};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,12 +27,34 @@ use tokio::sync::oneshot;
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why no answer came.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BridgeError {
     #[error("the coordinator did not answer in time")]
     Timeout,
     #[error("the coordinator is stopping")]
     Stopped,
+    /// This process is a standby: the leader (if known) serves instead.
+    #[error("{}", standby_text(.0.as_deref()))]
+    NotLeader(Option<Box<LeaderAddresses>>),
+}
+
+/// `standby: NODE leads (client ADDR, http ADDR)`, or that none is known.
+pub fn standby_text(leader: Option<&LeaderAddresses>) -> String {
+    let Some(l) = leader else {
+        return "standby: no leader known yet".to_string();
+    };
+    let mut text = format!("standby: {} leads (epoch {}", l.node, l.epoch);
+    for (what, addr) in [
+        ("client", &l.client),
+        ("worker", &l.worker),
+        ("http", &l.http),
+    ] {
+        if let Some(addr) = addr {
+            text.push_str(&format!(", {what} {addr}"));
+        }
+    }
+    text.push(')');
+    text
 }
 
 /// The pending requests. Entries whose handler gave up are pruned as new
@@ -108,19 +131,38 @@ impl Handler<QueryAnswer> for Bridge {
 /// What HTTP handlers hold: cheap to clone, usable from any thread.
 #[derive(Clone)]
 pub struct CoordinatorLink {
-    pub coordinator: Addr<Coordinator>,
+    /// Who serves: the term's coordinator while this process leads.
+    pub view: NodeView,
     /// The coordinator's clock, for ages (heartbeat age) shown to users.
     pub clock: Arc<dyn Clock>,
     bridge: Addr<Bridge>,
 }
 
 impl CoordinatorLink {
-    /// Starts the bridge on the current arbiter (the coordinator's).
+    /// Starts the bridge on the current arbiter (the coordinator's), for
+    /// a single coordinator that always leads (SQLite).
     pub fn start(coordinator: Addr<Coordinator>, clock: Arc<dyn Clock>) -> Self {
+        let me = LeaderAddresses::default();
+        CoordinatorLink::for_node(NodeView::single(me, coordinator), clock)
+    }
+
+    /// Starts the bridge for a node whose coordinator comes and goes with
+    /// its terms of leadership (`view`).
+    pub fn for_node(view: NodeView, clock: Arc<dyn Clock>) -> Self {
         CoordinatorLink {
-            coordinator,
+            view,
             clock,
             bridge: Bridge::default().start(),
+        }
+    }
+
+    /// The coordinator serving now, or who leads instead.
+    pub fn coordinator(&self) -> Result<Addr<Coordinator>, BridgeError> {
+        match self.view.term() {
+            Some(term) => Ok(term.coordinator),
+            None => Err(BridgeError::NotLeader(
+                self.view.leader_addresses().map(Box::new),
+            )),
         }
     }
 
@@ -128,6 +170,7 @@ impl CoordinatorLink {
     /// waits for its durable answer. `send` (not `do_send`): a flood of HTTP
     /// requests waits on the coordinator's bounded mailbox.
     pub async fn request(&self, request: ClientRequest) -> Result<ClientResponse, BridgeError> {
+        let coordinator = self.coordinator()?;
         let (tx, rx) = oneshot::channel();
         let request_id = self.bridge.send(ExpectClient(tx)).await.map_err(stopped)?;
         let command = ClientCommand {
@@ -135,7 +178,7 @@ impl CoordinatorLink {
             request_id,
             request,
         };
-        self.coordinator.send(command).await.map_err(stopped)?;
+        coordinator.send(command).await.map_err(stopped)?;
         wait(rx, ANSWER_TIMEOUT).await
     }
 
@@ -145,6 +188,7 @@ impl CoordinatorLink {
         query: QueryKind,
         within: Duration,
     ) -> Result<QueryResult, BridgeError> {
+        let coordinator = self.coordinator()?;
         let (tx, rx) = oneshot::channel();
         let request_id = self.bridge.send(ExpectQuery(tx)).await.map_err(stopped)?;
         let message = Query {
@@ -152,7 +196,7 @@ impl CoordinatorLink {
             request_id,
             query,
         };
-        self.coordinator.send(message).await.map_err(stopped)?;
+        coordinator.send(message).await.map_err(stopped)?;
         wait(rx, within).await
     }
 }

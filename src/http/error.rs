@@ -2,6 +2,7 @@
 //! and a status code chosen here, so handlers only say what went wrong.
 
 use crate::http::bridge::BridgeError;
+use crate::protocol::LeaderAddresses;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
@@ -14,12 +15,16 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Who leads instead, when this process is a standby (`not_leader`).
+    pub leader: Option<Box<LeaderAddresses>>,
 }
 
 #[derive(Serialize)]
 struct Body<'a> {
     error: &'a str,
     code: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leader: Option<&'a LeaderAddresses>,
 }
 
 impl ApiError {
@@ -28,6 +33,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            leader: None,
         }
     }
 
@@ -47,8 +53,15 @@ impl ApiError {
         )
     }
 
-    /// The coordinator gave no answer: the caller may retry.
+    /// The coordinator gave no answer (or this process is a standby,
+    /// `not_leader`, naming the leader): the caller may retry.
     pub fn unavailable(e: BridgeError) -> Self {
+        if let BridgeError::NotLeader(leader) = &e {
+            let mut error =
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_leader", e.to_string());
+            error.leader = leader.clone();
+            return error;
+        }
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
@@ -81,6 +94,7 @@ impl ResponseError for ApiError {
         HttpResponse::build(self.status).json(Body {
             error: &self.message,
             code: self.code,
+            leader: self.leader.as_deref(),
         })
     }
 }

@@ -2,6 +2,7 @@
 //! written by hand from one durable `StatsSnapshot`. Gauges come from the
 //! coordinator's state, counters and histograms from its `Metrics`.
 
+use crate::actors::node::{NodeRole, NodeView};
 use crate::http::api::fetch_stats;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::dto::free_capacity;
@@ -12,7 +13,7 @@ use actix_web::{web, HttpResponse};
 use std::fmt::Write;
 
 /// Every metric family exported, for the README and the tests.
-pub const FAMILIES: [&str; 19] = [
+pub const FAMILIES: [&str; 22] = [
     "taskyard_jobs",
     "taskyard_jobs_submitted_total",
     "taskyard_jobs_succeeded_total",
@@ -32,13 +33,58 @@ pub const FAMILIES: [&str; 19] = [
     "taskyard_persistence_commit_failures_total",
     "taskyard_persistence_commits_failing",
     "taskyard_build_info",
+    "taskyard_leader",
+    "taskyard_leader_epoch",
+    "taskyard_leader_changes_total",
 ];
 
+/// A standby has no job state to show: it exports its leadership
+/// families and the build only.
 pub async fn metrics(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
-    let snapshot = fetch_stats(&link).await?;
+    let mut out = match fetch_stats(&link).await {
+        Ok(snapshot) => render(&snapshot),
+        Err(e) if e.code == "not_leader" => build_info(String::new()),
+        Err(e) => return Err(e),
+    };
+    leadership(&mut out, &link.view);
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(render(&snapshot)))
+        .body(out))
+}
+
+/// `taskyard_leader`, `taskyard_leader_epoch`, `taskyard_leader_changes_total`
+/// of this process (on SQLite: always the leader, epoch 0, no changes).
+pub fn leadership(out: &mut String, view: &NodeView) {
+    let (leading, epoch, changes) = {
+        let v = view.read();
+        let (leading, epoch) = match v.role {
+            NodeRole::Leading { epoch } => (1, epoch),
+            NodeRole::Recovering { epoch } => (0, epoch),
+            NodeRole::Standby => (0, v.leader.as_ref().map_or(0, |(r, _)| r.leader.epoch)),
+        };
+        (leading, epoch, v.leader_changes)
+    };
+    family(
+        out,
+        "taskyard_leader",
+        "gauge",
+        "1 while this process leads, else 0.",
+    );
+    let _ = writeln!(out, "taskyard_leader {leading}");
+    family(
+        out,
+        "taskyard_leader_epoch",
+        "gauge",
+        "The leader lease's epoch: this process's while it leads, else the leader's as last read.",
+    );
+    let _ = writeln!(out, "taskyard_leader_epoch {epoch}");
+    family(
+        out,
+        "taskyard_leader_changes_total",
+        "counter",
+        "Times this process started or stopped leading.",
+    );
+    let _ = writeln!(out, "taskyard_leader_changes_total {changes}");
 }
 
 /// The whole exposition for one snapshot.
@@ -131,6 +177,10 @@ pub fn render(s: &StatsSnapshot) -> String {
         "1 while the last commit failed (an outage: answers are held), else 0.",
         u64::from(m.commits_failing),
     );
+    build_info(out)
+}
+
+fn build_info(mut out: String) -> String {
     family(
         &mut out,
         "taskyard_build_info",

@@ -16,7 +16,7 @@ use std::net::TcpListener;
 
 /// (method, path) of every route `routes` registers; tests check each is
 /// served and described in the OpenAPI document.
-pub const ROUTES: [(&str, &str); 13] = [
+pub const ROUTES: [(&str, &str); 14] = [
     ("GET", "/"),
     ("GET", "/dashboard.css"),
     ("GET", "/dashboard.js"),
@@ -30,6 +30,7 @@ pub const ROUTES: [(&str, &str); 13] = [
     ("POST", "/api/jobs/{id}/cancel"),
     ("GET", "/api/workers"),
     ("GET", "/api/stats"),
+    ("GET", "/api/cluster"),
 ];
 
 /// Every route, for `App::configure`. The OpenAPI document lists the same
@@ -47,7 +48,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/api/jobs/{id}", web::get().to(api::get_job))
         .route("/api/jobs/{id}/cancel", web::post().to(api::cancel_job))
         .route("/api/workers", web::get().to(api::list_workers))
-        .route("/api/stats", web::get().to(api::stats));
+        .route("/api/stats", web::get().to(api::stats))
+        .route("/api/cluster", web::get().to(api::cluster));
 }
 
 /// The application: routes behind the browser rules (`browser_rules`, for

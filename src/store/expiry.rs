@@ -121,8 +121,5 @@ impl JobStore {
 }
 
 fn error(path: &std::path::Path, e: rusqlite::Error) -> StoreError {
-    StoreError {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    }
+    StoreError::sqlite(path, e.to_string())
 }

@@ -9,6 +9,35 @@ use crate::scheduler::{Job, OrderKey};
 use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
 
+/// What a history reader thread reads through, whatever the backend
+/// (SQLite's `JobReader`, PostgreSQL's `PostgresReader`): each read sees
+/// what was committed when it began. One per thread, on a connection of
+/// its own.
+pub trait HistoryReader: Send + 'static {
+    /// The stored job with its whole history, if the database has it.
+    fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError>;
+    /// Up to `filter.limit` stored jobs, newest submission first; each
+    /// with its whole history.
+    fn page(&mut self, filter: &PageFilter) -> Result<Vec<Job>, StoreError>;
+    /// `page` without payloads, results and older attempts, with the
+    /// stored lengths (see `JobReader::summaries`).
+    fn summaries(&mut self, filter: &PageFilter) -> Result<Vec<StoredSummary>, StoreError>;
+}
+
+impl HistoryReader for JobReader {
+    fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError> {
+        JobReader::job(self, id)
+    }
+
+    fn page(&mut self, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
+        JobReader::page(self, filter)
+    }
+
+    fn summaries(&mut self, filter: &PageFilter) -> Result<Vec<StoredSummary>, StoreError> {
+        JobReader::summaries(self, filter)
+    }
+}
+
 /// A read-only connection to the database. Each reader thread owns one.
 pub struct JobReader {
     conn: Connection,
@@ -44,10 +73,8 @@ impl JobReader {
     /// migrated it first); nothing this connection does can change it.
     pub fn open(path: &Path) -> Result<JobReader, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| StoreError {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| StoreError::sqlite(path, e.to_string()))?;
         Ok(JobReader {
             conn,
             path: path.to_path_buf(),
@@ -150,9 +177,6 @@ impl JobReader {
     }
 
     fn error(&self, e: rusqlite::Error) -> StoreError {
-        StoreError {
-            path: self.path.clone(),
-            reason: e.to_string(),
-        }
+        StoreError::sqlite(&self.path, e.to_string())
     }
 }

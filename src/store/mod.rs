@@ -6,6 +6,7 @@
 mod backend;
 mod expiry;
 pub mod history;
+pub mod postgres;
 mod read;
 pub mod schema;
 mod startup;
@@ -14,7 +15,8 @@ mod write;
 
 pub use backend::Store;
 pub use expiry::{ExpiredJob, ExpiryCutoffs};
-pub use history::{JobReader, PageFilter, StoredSummary};
+pub use history::{HistoryReader, JobReader, PageFilter, StoredSummary};
+pub use postgres::PostgresStore;
 
 #[cfg(test)]
 mod counts_tests;
@@ -28,20 +30,56 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A storage failure, naming the database file and what SQLite said.
+/// A storage failure, naming where the data lives (`database PATH` for
+/// SQLite, `PostgreSQL USER@HOST:PORT/DB` without a password) and what the
+/// database said.
 #[derive(Debug, thiserror::Error)]
-#[error("database {path}: {reason}")]
+#[error("{store}: {reason}")]
 pub struct StoreError {
-    pub path: PathBuf,
+    pub store: String,
     pub reason: String,
+    pub kind: StoreErrorKind,
+}
+
+/// What kind of failure a `StoreError` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// The database refused or failed the operation; nothing of it is
+    /// durable.
+    Failed,
+    /// The transaction was refused because the leader lease's epoch moved
+    /// on: nothing was written, and this coordinator must step down.
+    Fenced,
 }
 
 impl StoreError {
+    /// A failure of the SQLite database at `path`.
+    pub fn sqlite(path: &Path, reason: impl Into<String>) -> StoreError {
+        StoreError::new(format!("database {}", path.display()), reason)
+    }
+
+    /// A failure of the store described as `store`.
+    pub fn new(store: impl Into<String>, reason: impl Into<String>) -> StoreError {
+        StoreError {
+            store: store.into(),
+            reason: reason.into(),
+            kind: StoreErrorKind::Failed,
+        }
+    }
+
+    /// A transaction of the store `store` refused by the fence.
+    pub fn fenced(store: impl Into<String>, reason: impl Into<String>) -> StoreError {
+        StoreError {
+            kind: StoreErrorKind::Fenced,
+            ..StoreError::new(store, reason)
+        }
+    }
+
     /// The transaction was refused because the leader lease's epoch moved
     /// on (another coordinator took over): nothing was written, and this
     /// coordinator must step down. SQLite stores are never fenced.
     pub fn is_fenced(&self) -> bool {
-        false
+        self.kind == StoreErrorKind::Fenced
     }
 }
 
@@ -65,10 +103,7 @@ impl JobStore {
     /// Opens or creates the database (and its directory), checks it is
     /// readable, sets WAL mode and `synchronous`, and migrates the schema.
     pub fn open(path: &Path, synchronous: Synchronous) -> Result<JobStore, StoreError> {
-        let fail = |reason: String| StoreError {
-            path: path.to_path_buf(),
-            reason,
-        };
+        let fail = |reason: String| StoreError::sqlite(path, reason);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| fail(format!("cannot create directory {}: {e}", dir.display())))?;
@@ -138,17 +173,16 @@ impl JobStore {
             .map_err(|e| self.error(e))?;
         let wal = wal_prealloc::wal_path(&self.path);
         let target = wal_prealloc::wal_bytes(page_size, CHECKPOINT_PAGES);
-        wal_prealloc::preallocate(&wal, target).map_err(|e| StoreError {
-            path: self.path.clone(),
-            reason: format!("cannot preallocate {}: {e}", wal.display()),
+        wal_prealloc::preallocate(&wal, target).map_err(|e| {
+            StoreError::sqlite(
+                &self.path,
+                format!("cannot preallocate {}: {e}", wal.display()),
+            )
         })
     }
 
     fn error(&self, e: rusqlite::Error) -> StoreError {
-        StoreError {
-            path: self.path.clone(),
-            reason: e.to_string(),
-        }
+        StoreError::sqlite(&self.path, e.to_string())
     }
 }
 

@@ -84,10 +84,7 @@ impl JobStore {
             return Ok(());
         }
         let path = &self.path;
-        let fail = |reason: String| StoreError {
-            path: path.clone(),
-            reason,
-        };
+        let fail = |reason: String| StoreError::sqlite(path, reason);
         if self.conn.is_autocommit() {
             self.conn
                 .execute_batch("BEGIN")
@@ -151,6 +148,14 @@ impl CountChanges {
 
     pub(super) fn add(&mut self, task_type: &str, state: JobState, n: i64) {
         *self.0.entry((task_type.to_string(), state)).or_default() += n;
+    }
+
+    /// The non-zero changes: (task type, state, by how much).
+    pub(super) fn changes(self) -> impl Iterator<Item = (String, JobState, i64)> {
+        self.0
+            .into_iter()
+            .filter(|(_, n)| *n != 0)
+            .map(|((task_type, state), n)| (task_type, state, n))
     }
 
     pub(super) fn write(self, add: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<()> {
@@ -256,6 +261,6 @@ pub(super) fn write_attempt(
 }
 
 /// How an attempt's outcome is stored: its JSON form.
-fn outcome_text(outcome: &AttemptOutcome) -> Option<String> {
+pub(super) fn outcome_text(outcome: &AttemptOutcome) -> Option<String> {
     serde_json::to_string(outcome).ok()
 }

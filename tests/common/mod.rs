@@ -6,6 +6,7 @@
 pub mod db;
 pub mod http;
 pub mod jobs;
+pub mod postgres;
 pub mod processes;
 pub mod proxy;
 pub mod raw_client;

@@ -345,6 +345,14 @@ impl Handler<Shutdown> for Coordinator {
     }
 }
 
+impl Handler<Depose> for Coordinator {
+    type Result = ();
+
+    fn handle(&mut self, m: Depose, ctx: &mut Context<Self>) {
+        self.depose(&m.reason, ctx);
+    }
+}
+
 impl Handler<Inspect> for Coordinator {
     type Result = Result<Inspection, String>;
 

@@ -146,3 +146,20 @@ pub struct Inspection {
     /// Finished jobs held in memory (the retention window).
     pub finished_in_memory: usize,
 }
+
+/// Node → coordinator: the leader lease is lost (or no longer trusted):
+/// stop at once, dropping every held answer and effect unsent. Nothing is
+/// flushed and nothing released: another coordinator may already lead.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Depose {
+    pub reason: String,
+}
+
+/// Coordinator → node: a commit failed its epoch check (another
+/// coordinator holds the lease); the coordinator has deposed itself.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct Fenced {
+    pub reason: String,
+}

@@ -16,7 +16,9 @@ use crate::actors::persistence::{CommitBatch, ExpireJobs, PersistenceLink, Stage
 use crate::clock::{Clock, Now};
 use crate::protocol::{CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
-use actix::{Actor, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture};
+use actix::{
+    Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture,
+};
 use slog::{debug, error, info, Logger};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,6 +58,11 @@ pub struct Coordinator {
     history: Option<HistoryLink>,
     /// Deletion of expired jobs; none: finished jobs are kept forever.
     expiry: Option<expiry::ExpiryRun>,
+    /// Told when a commit is fenced (another coordinator took the lease);
+    /// none on SQLite, where nothing is fenced.
+    on_fenced: Option<Recipient<Fenced>>,
+    /// Set once deposed: nothing more is released, committed or answered.
+    deposed: bool,
     log: Logger,
 }
 
@@ -96,8 +103,31 @@ impl Coordinator {
             coalesce_timer: None,
             history: None,
             expiry: None,
+            on_fenced: None,
+            deposed: false,
             log,
         }
+    }
+
+    /// Tells `on_fenced` when a commit fails its epoch check; the
+    /// coordinator has then already deposed itself (see `Depose`).
+    pub fn with_fence_watch(mut self, on_fenced: Recipient<Fenced>) -> Self {
+        self.on_fenced = Some(on_fenced);
+        self
+    }
+
+    /// Stops leading at once: every held effect and answer is dropped
+    /// unsent, nothing more is committed, and the actor stops. Nothing
+    /// held is released, so a deposed leader reveals nothing that was not
+    /// durable under its own epoch.
+    fn depose(&mut self, why: &str, ctx: &mut Context<Self>) {
+        if self.deposed {
+            return;
+        }
+        self.deposed = true;
+        error!(self.log, "deposed: stopping without releasing held answers";
+               "reason" => why, "held_effects" => self.commits.held());
+        ctx.stop();
     }
 
     /// Reads jobs that are not in memory through `history`, and keeps in
@@ -158,6 +188,9 @@ impl Coordinator {
     }
 
     fn apply(&mut self, commands: Vec<Command<JobRow, Delivery>>, ctx: &mut Context<Self>) {
+        if self.deposed {
+            return;
+        }
         for command in commands {
             match command {
                 Command::Stage(rows) => self.persistence.stage.do_send(StageRows { rows }),
@@ -209,6 +242,16 @@ impl Coordinator {
         ctx.spawn(commit.into_actor(self).map(move |answer, act, ctx| {
             let latency = started.elapsed().as_secs_f64();
             act.state.metrics_mut().commit_latency.observe(latency);
+            if let Ok(Err(e)) = &answer {
+                if e.is_fenced() {
+                    let reason = e.to_string();
+                    act.depose(&reason, ctx);
+                    if let Some(to) = &act.on_fenced {
+                        to.do_send(Fenced { reason });
+                    }
+                    return;
+                }
+            }
             let result = match answer {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => Err(e.to_string()),

@@ -115,7 +115,29 @@ function describe(outcome) {
   }
 }
 
+// Answered by a standby too: who leads, and where to find it.
+function renderCluster(cluster) {
+  const l = cluster.leader;
+  const lease = l && l.expires_in_ms != null
+    ? `, lease expires in ${age(Math.max(0, l.expires_in_ms))}` : "";
+  const text = l && l.node
+    ? `${l.node} leads (epoch ${l.epoch}${lease}); this is ${cluster.node || "the coordinator"}, ${cluster.role}`
+    : `no leader; this is ${cluster.node}, ${cluster.role}`;
+  $("#cluster-leader").textContent = text;
+  const rows = cluster.members.map((m) => el("tr", { "data-node": m.node, "data-role": m.role },
+    el("td", {}, m.node || "(this coordinator)"),
+    el("td", {}, m.role),
+    el("td", {}, m.client ?? "-"),
+    el("td", {}, m.seen_ms_ago == null ? "-" : age(m.seen_ms_ago) + " ago")));
+  $("#members tbody").replaceChildren(...rows);
+}
+
 async function refresh() {
+  try {
+    renderCluster(await api("/api/cluster"));
+  } catch (e) {
+    $("#cluster-leader").textContent = "cluster unknown: " + e.message;
+  }
   try {
     const [stats, workers, page] = await Promise.all([
       api("/api/stats"), api("/api/workers"), api("/api/jobs?limit=25"),

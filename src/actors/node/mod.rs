@@ -1,0 +1,10 @@
+//! The coordinator process as a node of a cluster: its role (standby or
+//! leader), the terms it leads, and what it knows about the others.
+
+pub mod runtime;
+pub mod standby;
+pub mod term_io;
+pub mod view;
+
+pub use runtime::{postgres_opener, NodeHandle, NodeServer, StoreOpener, TermStore};
+pub use view::{ClusterInfo, ClusterLeader, ClusterMember, NodeRole, NodeView, Term, ViewState};

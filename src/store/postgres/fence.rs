@@ -1,0 +1,51 @@
+//! The fence: every write transaction begins by reading the leader
+//! lease's epoch under a share lock, and goes no further when it is not
+//! the one this coordinator was elected with. The lock keeps a new leader
+//! from taking the lease (which updates that row) until the transaction
+//! ends, so a transaction that passed the check commits under the epoch it
+//! checked.
+
+use super::PostgresStore;
+use crate::store::StoreError;
+use postgres::SimpleQueryMessage;
+
+/// The epoch, read under a row lock (PostgreSQL's `FOR SHARE`).
+pub(super) const READ_EPOCH: &str = "SELECT epoch FROM taskyard.leader WHERE id = 1 FOR SHARE";
+
+impl PostgresStore {
+    /// Begins a write transaction unless one is open, checking the fence
+    /// first when one is set: BEGIN and the check go in one round trip.
+    /// On a fenced error the caller rolls back; nothing was written.
+    pub(super) fn begin_write(&mut self) -> Result<(), StoreError> {
+        if self.in_transaction {
+            return Ok(());
+        }
+        let fence = self.fence;
+        let sql = match fence {
+            Some(_) => format!("BEGIN; {READ_EPOCH}"),
+            None => "BEGIN".to_string(),
+        };
+        let answer = self.conn()?.client.simple_query(&sql);
+        // A BEGIN that failed half-way may still have opened one.
+        self.in_transaction = true;
+        let answer = answer.map_err(|e| self.driver(&e))?;
+        let Some(expected) = fence else {
+            return Ok(());
+        };
+        let found = answer.iter().find_map(|m| match m {
+            SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+            _ => None,
+        });
+        match found.as_deref().map(str::parse::<u64>) {
+            Some(Ok(epoch)) if epoch == expected => Ok(()),
+            Some(Ok(epoch)) => Err(StoreError::fenced(
+                self.target.describe(),
+                format!("fenced: the leader lease is at epoch {epoch}, this coordinator holds epoch {expected}; nothing was written"),
+            )),
+            _ => Err(StoreError::fenced(
+                self.target.describe(),
+                format!("fenced: no leader lease row (taskyard.leader id 1); this coordinator holds epoch {expected}; nothing was written"),
+            )),
+        }
+    }
+}

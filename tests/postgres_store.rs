@@ -1,0 +1,247 @@
+//! A real coordinator on a real (throwaway) PostgreSQL: jobs run and are
+//! stored there, a restarted coordinator recovers them and reads history
+//! back, a lost connection is opened again, and a bad or unreachable
+//! database refuses to start naming the key and address, never the
+//! password.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::process::Command;
+use std::time::Duration;
+use taskyard::client::WaitOutcome;
+use taskyard::config::{PostgresUrl, StoreKind};
+use taskyard::protocol::payloads::encode_json;
+use taskyard::protocol::{JobId, JobState, SubmitAnswer, SubmitRequest};
+use taskyard::scheduler::JobRow;
+use taskyard::store::postgres::PostgresStore;
+use taskyard::store::Store;
+
+fn echo(message: &str) -> SubmitRequest {
+    SubmitRequest::new("echo", encode_json(&json!({ "message": message })))
+}
+
+fn on_postgres(url: &str) -> impl FnOnce(&mut taskyard::config::CoordinatorConfig) + '_ {
+    move |config| {
+        config.store = StoreKind::Postgres;
+        config.postgres_url = PostgresUrl::new(url);
+        // Only the newest finished job stays in memory: older ones are
+        // read back from PostgreSQL through the history readers.
+        config.retain_finished_in_memory = 1;
+    }
+}
+
+fn count(url: &str, sql: &str) -> i64 {
+    let mut client = ::postgres::Client::connect(url, ::postgres::NoTls).expect("connect");
+    client.query_one(sql, &[]).expect(sql).get(0)
+}
+
+#[test]
+fn jobs_run_on_postgres_and_a_restarted_coordinator_recovers_them() {
+    let Some(pg) = postgres::start() else {
+        return;
+    };
+    let url = pg.url();
+    let mut cluster = Cluster::start_configured(on_postgres(&url));
+    cluster.add_worker("w1", 4);
+    cluster.wait_for_workers(1);
+    let mut client = cluster.client();
+    let ids: Vec<JobId> = (0..20)
+        .map(|i| {
+            let mut request = echo(&format!("job {i}"));
+            request.idempotency_key = Some(format!("k{i}"));
+            match client.submit(request).expect("submit") {
+                SubmitAnswer::Accepted { job_id, .. } => job_id,
+                SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+            }
+        })
+        .collect();
+    for id in &ids {
+        let outcome = client
+            .wait(*id, Duration::from_secs(30), Duration::from_millis(5))
+            .expect("wait");
+        let WaitOutcome::Finished(view) = outcome else {
+            panic!("job {id} did not finish");
+        };
+        assert_eq!(view.state, JobState::Succeeded);
+    }
+    drop(client);
+    cluster.stop();
+    assert_eq!(
+        count(
+            &url,
+            "SELECT count(*) FROM taskyard.jobs WHERE state = 'SUCCEEDED'"
+        ),
+        20,
+        "every job stored as SUCCEEDED in PostgreSQL"
+    );
+    assert_eq!(
+        count(
+            &url,
+            "SELECT jobs FROM taskyard.terminal_counts WHERE task_type = 'echo' AND state = 'SUCCEEDED'"
+        ),
+        20
+    );
+
+    let cluster = Cluster::start_configured(on_postgres(&url));
+    assert_eq!(
+        cluster.coordinator().recovery.stored,
+        20,
+        "{:?}",
+        cluster.coordinator().recovery
+    );
+    let mut client = cluster.client();
+    let first = client
+        .status(ids[0])
+        .expect("status")
+        .expect("read from history");
+    assert_eq!(first.state, JobState::Succeeded);
+    assert_eq!(first.result.as_deref(), Some(&b"job 0"[..]));
+    // The idempotency key came back with recovery.
+    let mut again = echo("job 3 again");
+    again.idempotency_key = Some("k3".into());
+    match client.submit(again).expect("submit") {
+        SubmitAnswer::Accepted { job_id, .. } => assert_eq!(job_id, ids[3]),
+        SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+    }
+}
+
+/// PostgreSQL stopped and started again: the commit during the outage
+/// fails (nothing of it is stored), the next one reconnects and succeeds.
+#[test]
+fn a_lost_connection_is_opened_again_by_the_next_write() {
+    let Some(mut pg) = postgres::start() else {
+        return;
+    };
+    let mut store = PostgresStore::open(&pg.url()).expect("open");
+    let row = |seq: u64| {
+        let mut job = taskyard::scheduler::Job {
+            id: JobId::mint(),
+            task_type: "echo".into(),
+            payload: vec![1].into(),
+            priority: taskyard::protocol::Priority::Normal,
+            sequence: seq,
+            submitted_at: 1,
+            state: JobState::Queued,
+            attempts: 0,
+            max_attempts: 3,
+            timeout_ms: 100,
+            lease: None,
+            worker_id: None,
+            assigned_at: None,
+            next_retry_at: None,
+            result: None,
+            error: None,
+            idempotency_key: None,
+            not_before: None,
+            updated_at: 1,
+            finished_at: None,
+            history: Vec::new(),
+            progress: None,
+        };
+        job.updated_at = 2;
+        JobRow::whole(&job)
+    };
+    store.commit(&[row(1)]).expect("commit");
+    pg.stop().expect("stop");
+    let err = store.commit(&[row(2)]).expect_err("PostgreSQL is down");
+    assert!(!err.is_fenced(), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("PostgreSQL taskyard@127.0.0.1:"),
+        "{err}"
+    );
+    assert!(!err.to_string().contains(pg.password()), "{err}");
+    pg.start_again().expect("start again");
+    store.commit(&[row(3)]).expect("reconnected");
+    let sequences = count(&pg.url(), "SELECT sum(sequence)::bigint FROM taskyard.jobs");
+    assert_eq!(sequences, 4, "jobs 1 and 3; nothing of the failed batch");
+}
+
+#[test]
+fn an_unreachable_or_bad_database_refuses_to_start_without_the_password() {
+    let dir = tempfile::tempdir().expect("dir");
+    let port = free_port().port();
+    let cases = [
+        (
+            format!("postgres://taskyard:hunter2secret@127.0.0.1:{port}/jobs"),
+            format!("127.0.0.1:{port}"),
+        ),
+        (
+            "postgres://taskyard:hunter2secret@127.0.0.1:99999999/jobs".to_string(),
+            "not a PostgreSQL URL".to_string(),
+        ),
+    ];
+    for (url, named) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+            .args(["--store", "postgres", "--http-listen", ""])
+            .args([
+                "--client-listen",
+                "127.0.0.1:0",
+                "--worker-listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--db-path")
+            .arg(dir.path().join("unused.db"))
+            .env("TASKYARD_POSTGRES_URL", &url)
+            .output()
+            .expect("run coordinator");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("postgres-url"), "{stderr}");
+        assert!(stderr.contains(&named), "{stderr}");
+        assert!(!stderr.contains("hunter2secret"), "{stderr}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(!stdout.contains("hunter2secret"), "{stdout}");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+        .args(["--store", "postgres"])
+        .env_remove("TASKYARD_POSTGRES_URL")
+        .output()
+        .expect("run coordinator");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("postgres-url"), "{stderr}");
+    assert!(
+        !dir.path().join("unused.db").exists(),
+        "no SQLite file opened"
+    );
+}
+
+/// What the coordinator logs about its store names the database without
+/// the password.
+#[test]
+fn the_log_names_the_database_without_the_password() {
+    let Some(pg) = postgres::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let mut config = coordinator_config(dir.path());
+    on_postgres(&pg.url())(&mut config);
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let json = slog_json::Json::default(SharedWriter(lines.clone()));
+    let log = slog::Logger::root(slog::Drain::fuse(std::sync::Mutex::new(json)), slog::o!());
+    let coordinator =
+        taskyard::actors::CoordinatorHandle::spawn(config, log).expect("coordinator starts");
+    coordinator.stop();
+    let text = String::from_utf8_lossy(&lines.lock().expect("lines")).into_owned();
+    assert!(text.contains("PostgreSQL taskyard@127.0.0.1:"), "{text}");
+    assert!(!text.contains(pg.password()), "{text}");
+}
+
+struct SharedWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
