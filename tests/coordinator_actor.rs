@@ -183,6 +183,7 @@ impl Harness {
             worker_id: WorkerId(name.into()),
             capacity,
             task_types: vec!["echo".into()],
+            running: Vec::new(),
         };
         self.coordinator.send(m).await.expect("delivered");
     }
