@@ -194,3 +194,24 @@ fn a_keyed_submission_in_flight_when_the_connection_dies_is_sent_again_and_an_un
         "the next call reconnects"
     );
 }
+
+#[test]
+fn a_worker_config_with_an_empty_list_element_exits_2_naming_the_key_and_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("worker.toml");
+    std::fs::write(&file, "coordinator = \"127.0.0.1:7401,,127.0.0.1:7402\"\n").expect("write");
+    let output = Command::new(env!("CARGO_BIN_EXE_taskyard-worker"))
+        .arg("--config")
+        .arg(&file)
+        .output()
+        .expect("run taskyard-worker");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    for part in [
+        "coordinator",
+        "element 2 is empty",
+        &file.display().to_string(),
+    ] {
+        assert!(stderr.contains(part), "{part:?} in {stderr}");
+    }
+}
