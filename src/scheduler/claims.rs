@@ -63,9 +63,13 @@ impl CoordinatorState {
         session: SessionId,
         capacity: u32,
         task_types: Vec<String>,
-        running: Vec<RunningAttempt>,
+        mut running: Vec<RunningAttempt>,
         now: Now,
     ) {
+        // A job listed twice is claimed once (a second claim must not
+        // cancel the attempt the first re-attached).
+        let mut seen = HashSet::new();
+        running.retain(|a| seen.insert(a.job_id));
         let claimed: HashSet<JobId> = running.iter().map(|a| a.job_id).collect();
         let kept = self.register_replacing(&worker, session, capacity, task_types, &claimed, now);
         info!(self.log, "worker registered"; "worker" => %worker, "capacity" => capacity,

@@ -445,12 +445,13 @@ fn a_claimed_attempt_is_re_attached_and_its_result_applied() {
         job_id: first,
         lease,
     }];
+    let twice = [claim.clone(), claim].concat();
     recovered.register_worker_claiming(
         w("a"),
         SessionId(7),
         1,
         vec!["echo".into()],
-        claim,
+        twice,
         Now::both(200),
     );
     consistent(&recovered);
@@ -465,7 +466,7 @@ fn a_claimed_attempt_is_re_attached_and_its_result_applied() {
                 epoch: 9
             }
         }],
-        "no cancel for a matching claim"
+        "no cancel for a matching claim, listed twice or not"
     );
     recovered.schedule(Now::both(200));
     assert!(
