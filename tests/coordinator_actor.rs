@@ -135,6 +135,11 @@ impl Harness {
     }
 
     fn start_with_window(window: Duration) -> Harness {
+        Harness::start_at(window, 0)
+    }
+
+    /// A coordinator stamping `epoch` on its frames to workers.
+    fn start_at(window: Duration, epoch: u64) -> Harness {
         tokio::time::pause();
         let pending = Pending::default();
         let stages = Arc::new(Mutex::new(Vec::new()));
@@ -153,6 +158,7 @@ impl Harness {
             quiet(),
         )
         .with_coalesce_window(window)
+        .with_epoch(epoch)
         .start();
         let worker = Recorder::default();
         let client = Recorder::default();
@@ -180,6 +186,7 @@ impl Harness {
             worker_id: WorkerId(name.into()),
             capacity,
             task_types: vec!["echo".into()],
+            running: Vec::new(),
         };
         self.coordinator.send(m).await.expect("delivered");
     }
@@ -284,6 +291,33 @@ fn assigned(frames: &[CoordinatorToWorker]) -> Vec<(JobId, LeaseId)> {
             _ => None,
         })
         .collect()
+}
+
+#[actix_rt::test]
+async fn every_frame_to_a_worker_carries_the_coordinators_epoch() {
+    let h = Harness::start_at(Duration::ZERO, 7);
+    h.register_worker().await;
+    h.request(1, echo("stamped")).await;
+    settle().await;
+    h.release().await;
+    let (job_id, _) = assigned(&h.frames())[0];
+    h.request(2, ClientRequest::Cancel { job_id }).await;
+    settle().await;
+    h.release().await;
+    let epochs: Vec<(&str, u64)> = h
+        .frames()
+        .iter()
+        .filter_map(|f| match f {
+            CoordinatorToWorker::Registered { epoch, .. } => Some(("Registered", *epoch)),
+            CoordinatorToWorker::TaskAssign { epoch, .. } => Some(("TaskAssign", *epoch)),
+            CoordinatorToWorker::TaskCancel { epoch, .. } => Some(("TaskCancel", *epoch)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        epochs,
+        [("Registered", 7), ("TaskAssign", 7), ("TaskCancel", 7)]
+    );
 }
 
 #[actix_rt::test]

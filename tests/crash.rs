@@ -1,7 +1,10 @@
 //! Crash recovery with real processes: the built coordinator is killed with
 //! SIGKILL three times while three worker processes run 2,000 sleep jobs.
-//! No acknowledged job may be lost, and no job may run more often than its
-//! attempt budget allows.
+//! No acknowledged job may be lost, each succeeded job has exactly one
+//! applied result, and no job may run more often than its attempt budget
+//! allows. The workers outlive each crash and keep running their tasks;
+//! the restarted coordinator re-attaches the ones they claim when they
+//! register again and requeues only those nobody claims.
 
 mod common;
 
@@ -154,6 +157,18 @@ fn executions(logs: &[PathBuf]) -> HashMap<String, u32> {
     counts
 }
 
+/// Applied results per job: attempts stored as succeeded, earlier ones
+/// in `attempts` and the last one in the job's own row.
+fn applied_results(db: &Path) -> HashMap<String, u32> {
+    let sql = "SELECT id, COUNT(*) FROM (
+                 SELECT job_id AS id, outcome FROM attempts
+                 UNION ALL SELECT id, last_attempt_outcome FROM jobs)
+               WHERE json_extract(outcome, '$.kind') = 'succeeded' GROUP BY id";
+    db::rows(db, sql, |r| Ok((r.get(0)?, r.get(1)?)))
+        .into_iter()
+        .collect()
+}
+
 fn stored_jobs(db: &Path) -> HashMap<String, (String, Option<String>)> {
     let sql = "SELECT id, state, error FROM jobs";
     db::rows(db, sql, |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))
@@ -230,15 +245,21 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
     coordinator.wait().expect("coordinator exits");
 
     let stored = stored_jobs(&db);
+    let applied = applied_results(&db);
     let runs = executions(&worker_logs);
     let (mut succeeded, mut failed) = (0, 0);
     for id in &acknowledged {
         let (state, error) = stored
             .get(&id.to_string())
             .unwrap_or_else(|| panic!("acknowledged job {id} missing from the database"));
+        let results = applied.get(&id.to_string()).copied().unwrap_or(0);
         match state.as_str() {
-            "SUCCEEDED" => succeeded += 1,
+            "SUCCEEDED" => {
+                assert_eq!(results, 1, "job {id}: one applied result");
+                succeeded += 1
+            }
             "FAILED" => {
+                assert_eq!(results, 0, "job {id}: no applied result");
                 assert_eq!(
                     error.as_deref(),
                     Some("restarted during final attempt"),

@@ -101,7 +101,10 @@ fn version_1_database_migrates_to_normal_priority_keeping_creation_order() {
     let ids = write_version_1_database(&config.db_path);
     let coordinator = start_coordinator(config.clone());
     assert_eq!(coordinator.recovery.loaded, 4);
-    assert_eq!(coordinator.recovery.requeued, 1, "the RUNNING row");
+    assert_eq!(
+        coordinator.recovery.unclaimable, 1,
+        "the RUNNING row, without a lease to claim it by"
+    );
     let mut client = Client::connect(&coordinator.client_addr.to_string()).expect("connect");
     let fresh = client
         .submit(SubmitRequest::new(

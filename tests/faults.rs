@@ -206,7 +206,7 @@ fn a_stuck_attempt_past_its_deadline_is_cancelled_and_retried_and_its_late_resul
 
     // The worker never answers: past the deadline the lease is revoked.
     match stuck.recv(Duration::from_secs(2)) {
-        Some(CoordinatorToWorker::TaskCancel { job_id, lease }) => {
+        Some(CoordinatorToWorker::TaskCancel { job_id, lease, .. }) => {
             assert_eq!((job_id, lease), (job, first))
         }
         other => panic!("expected TaskCancel, got {other:?}"),

@@ -50,7 +50,8 @@ fn cancel_works_in_every_state_is_persisted_and_refused_once_finished() {
         cancel,
         Some(CoordinatorToWorker::TaskCancel {
             job_id: running,
-            lease
+            lease,
+            epoch: 0
         })
     );
     raw.send_result(running, lease, TaskOutcome::Succeeded(b"late".to_vec()));

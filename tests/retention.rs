@@ -125,6 +125,7 @@ impl Node {
             worker_id: WorkerId("w".into()),
             capacity: 1,
             task_types: vec!["echo".into()],
+            running: Vec::new(),
         });
         let job = self.submit(None).await;
         let (_, lease) = self.latest_assignment(|id| id == job).await;

@@ -87,7 +87,7 @@ impl CoordinatorServer {
         let recovery = state.recover_stored(stored, clock.now());
         info!(log, "recovered"; "db" => store.describe(), "rows" => recovery.loaded,
               "stored" => recovery.stored,
-              "requeued" => recovery.requeued, "failed" => recovery.failed,
+              "awaiting_claim" => recovery.awaiting_claim,
               "millis" => started.elapsed().as_millis() as u64);
         let clients = bind("client-listen", config.client_listen).await?;
         let workers = bind("worker-listen", config.worker_listen).await?;

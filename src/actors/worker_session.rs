@@ -11,8 +11,10 @@ use crate::actors::outbox::SendToWorker;
 use crate::actors::session_io::{SessionIo, SessionPhase};
 use crate::actors::write_budget::{StallWatch, MIN_PROGRESS_BYTES};
 use crate::protocol::limits;
-use crate::protocol::register::{cut_at_char_boundary, validate_register};
-use crate::protocol::{CoordinatorToWorker, ProtocolError, TaskOutcome, WorkerId, WorkerMessage};
+use crate::protocol::register::{cut_at_char_boundary, validate_claims, validate_register};
+use crate::protocol::{
+    CoordinatorToWorker, ProtocolError, RunningAttempt, TaskOutcome, WorkerId, WorkerMessage,
+};
 use crate::scheduler::SessionId;
 use actix::io::WriteHandler;
 use actix::{Actor, ActorContext, Addr, AsyncContext, Context, Handler, Running, StreamHandler};
@@ -108,8 +110,9 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                     worker_id,
                     capacity,
                     task_types,
+                    running,
                 },
-            ) => self.register(worker_id, capacity, task_types, ctx),
+            ) => self.register(worker_id, capacity, task_types, running, ctx),
             (_, Some(_), WorkerMessage::Heartbeat) if self.not_reading() => {
                 let limits = &self.io.policy().worker_limits;
                 let message = format!(
@@ -215,10 +218,13 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         worker_id: WorkerId,
         capacity: u32,
         task_types: Vec<String>,
+        running: Vec<RunningAttempt>,
         ctx: &mut Context<Self>,
     ) {
         let limits = &self.io.policy().worker_limits;
-        if let Err(refused) = validate_register(&worker_id, capacity, &task_types, limits) {
+        let valid = validate_register(&worker_id, capacity, &task_types, limits)
+            .and_then(|()| validate_claims(running.len(), capacity));
+        if let Err(refused) = valid {
             return self
                 .io
                 .close_with_error_bounded(format!("registration refused: {refused}"), ctx);
@@ -232,6 +238,7 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
             worker_id,
             capacity,
             task_types,
+            running,
         });
     }
 }

@@ -106,6 +106,7 @@ async fn idle_worker(
             worker_id: WorkerId(format!("bench-idle-{}-{i}", std::process::id())),
             capacity: 1,
             task_types: vec![IDLE.to_string()],
+            running: Vec::new(),
         })
         .await?;
     frames.next().await.transpose()?;

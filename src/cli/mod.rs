@@ -29,8 +29,10 @@ pub const DEFAULT_COORDINATOR: &str = "127.0.0.1:7400";
 #[derive(Debug, Parser)]
 #[command(name = "taskyard", version, about, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
-    /// The coordinator's client address (host:port) [default: 127.0.0.1:7400].
-    /// `bench` starts its own coordinator unless this is given.
+    /// The coordinator's client address (host:port) [default: 127.0.0.1:7400],
+    /// or several separated by commas (every coordinator of a group: the
+    /// leader is found and followed). `bench` starts its own coordinator
+    /// unless this is given.
     #[arg(long, global = true, env = "TASKYARD_COORDINATOR", value_name = "ADDR")]
     pub coordinator: Option<String>,
     /// Print one JSON document instead of human-readable text.
@@ -212,17 +214,27 @@ fn client_options(cli: &Cli) -> Result<ClientOptions, CliError> {
 /// Runs the parsed command. Errors are printed here, as one line
 /// `taskyard: <message>` on stderr; the return value is the exit status.
 pub fn run(cli: Cli) -> ExitCode {
-    let result = client_options(&cli).and_then(|options| {
-        let ctx = Context {
-            coordinator_given: cli.coordinator.is_some(),
-            coordinator: cli
-                .coordinator
-                .unwrap_or_else(|| DEFAULT_COORDINATOR.to_string()),
-            json: cli.json,
-            options,
-        };
-        dispatch(&ctx, cli.command)
-    });
+    let checked = match &cli.coordinator {
+        Some(list) => crate::protocol::parse_address_list(list)
+            .map(drop)
+            .map_err(|e| {
+                CliError::BadArgument(format!("--coordinator (or TASKYARD_COORDINATOR): {e}"))
+            }),
+        None => Ok(()),
+    };
+    let result = checked
+        .and_then(|()| client_options(&cli))
+        .and_then(|options| {
+            let ctx = Context {
+                coordinator_given: cli.coordinator.is_some(),
+                coordinator: cli
+                    .coordinator
+                    .unwrap_or_else(|| DEFAULT_COORDINATOR.to_string()),
+                json: cli.json,
+                options,
+            };
+            dispatch(&ctx, cli.command)
+        });
     match result {
         Ok(exit) => exit.into(),
         Err(e) => {

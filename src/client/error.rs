@@ -5,10 +5,16 @@ use std::io;
 use std::time::Duration;
 use thiserror::Error;
 
-/// Why a client call did not produce an answer. After any error other than
-/// `NotFound` the connection should be considered unusable.
+/// Why a client call did not produce an answer. After a connection loss
+/// (`is_connection_loss`) the `Client` opens a new connection at its next
+/// call; after other errors (but `NotFound`) the connection should be
+/// considered unusable.
 #[derive(Debug, Error)]
 pub enum ClientError {
+    /// The address list given to `Client::connect` is not usable: empty,
+    /// an empty element, or an element that is not `host:port`.
+    #[error("coordinator address {list:?}: {reason}")]
+    BadAddress { list: String, reason: String },
     /// The address did not resolve, or no resolved address accepted a
     /// connection within the connect timeout.
     #[error("cannot reach coordinator at {addr}: {reason}")]
@@ -65,4 +71,34 @@ pub enum ClientError {
     /// `Client::status` answers `None` instead).
     #[error("job {0} not found (expired or never existed)")]
     NotFound(JobId),
+}
+
+impl ClientError {
+    /// True when the connection is gone or unusable (closed, reset, a
+    /// frame cut off, no answer in time): the request may or may not have
+    /// been carried out.
+    pub fn is_connection_loss(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Closed
+                | ClientError::Io(_)
+                | ClientError::NoAnswer(_)
+                | ClientError::Protocol(ProtocolError::Io(_) | ProtocolError::Truncated)
+        )
+    }
+
+    /// True when another coordinator of the list might do better: this one
+    /// is unreachable, a standby, gone, or refused us for its own reasons.
+    /// A wrong token, TLS or protocol version is ours to fix: not worth
+    /// trying elsewhere.
+    pub fn worth_another_address(&self) -> bool {
+        self.is_connection_loss()
+            || matches!(
+                self,
+                ClientError::Unreachable { .. }
+                    | ClientError::NotLeader { .. }
+                    | ClientError::Refused { .. }
+                    | ClientError::UnexpectedResponse(_)
+            )
+    }
 }

@@ -1,6 +1,20 @@
 //! The blocking client library: one TCP connection to the coordinator's
 //! client listener, one request at a time, no async runtime.
 //!
+//! The address may be a comma-separated list (every coordinator of a
+//! high-availability group): the client tries them in turn, goes to the
+//! leader a standby names in `NotLeader` (at most
+//! [`MAX_REDIRECTS`](crate::protocol::MAX_REDIRECTS) times per round),
+//! and, given several addresses or told that no leader is elected yet,
+//! tries again with backoff until [`ClientOptions::failover_timeout`].
+//! When the connection is lost it opens a new one the same way. A request
+//! in flight when the connection died may or may not have been carried
+//! out, so the client sends it again only when that is safe: a `submit`
+//! or `submit_batch` whose every submission carries an idempotency key
+//! (the coordinator answers a repeat with the first job's id). Every other
+//! request in flight fails with the connection error; the next call
+//! reconnects.
+//!
 //! ```no_run
 //! use taskyard::client::Client;
 //! use taskyard::protocol::{payloads, Priority, SubmitRequest};
@@ -19,6 +33,7 @@ mod error;
 
 pub use error::ClientError;
 
+use crate::protocol::LeaderSearch;
 use crate::protocol::{
     fit, ByteChunk, ByteField, ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient,
     Hello, JobId, JobList, JobState, JobSummary, JobView, PageCursor, Role, SubmitAnswer,
@@ -43,6 +58,13 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CLIENT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 /// Most bytes `Client::read_bytes` reserves before the bytes arrive.
 const READ_RESERVE_BYTES: u64 = 16 * 1024 * 1024;
+/// Default of [`ClientOptions::failover_timeout`]: longer than a default
+/// leader lease (10 s) plus a takeover.
+pub const FAILOVER_TIMEOUT: Duration = Duration::from_secs(20);
+/// First pause between rounds through the address list; doubles up to
+/// [`MAX_ROUND_BACKOFF`].
+const FIRST_ROUND_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_ROUND_BACKOFF: Duration = Duration::from_secs(1);
 /// Default of [`ClientOptions::ping_after_idle`]: a tenth of the
 /// coordinator's default `client-idle-timeout-millis`.
 pub const PING_AFTER_IDLE: Duration = Duration::from_secs(30);
@@ -70,7 +92,9 @@ pub enum WaitOutcome {
 
 /// A connection to a coordinator that has accepted our `Hello`. Calls block
 /// until their answer arrives, and each answer is checked to carry the
-/// request id of the call that is waiting for it.
+/// request id of the call that is waiting for it. A call that lost the
+/// connection fails (unless it was a keyed submission, sent again); the
+/// next call opens a new connection through the address list first.
 ///
 /// The coordinator closes client connections idle for
 /// `client-idle-timeout-millis`. A `Client` idle for longer than
@@ -81,30 +105,45 @@ pub enum WaitOutcome {
 /// long-lived `Client` survives idle periods without ever sending a request
 /// twice.
 pub struct Client {
+    /// Every coordinator given, in order.
+    addrs: Vec<String>,
+    /// The one connected to.
     addr: String,
     options: ClientOptions,
     connection: Connection,
     next_request_id: u64,
     /// When the last answer arrived (or the connection opened).
     last_answer: Instant,
+    /// The connection was lost: the next request opens a new one first.
+    lost: bool,
 }
 
 impl Client {
     /// Connects (at most `CONNECT_TIMEOUT` per resolved address) and
-    /// exchanges `Hello`. A coordinator that refuses us sends `Error` and
-    /// closes; that is `ClientError::Refused`.
+    /// exchanges `Hello`. `addr` is `host:port` or a comma-separated list
+    /// of them (see the module documentation for how the leader is found).
+    /// A coordinator that refuses us sends `Error` and closes; that is
+    /// `ClientError::Refused`.
     pub fn connect(addr: &str) -> Result<Client, ClientError> {
         Client::connect_with(addr, &ClientOptions::default())
     }
 
     /// `connect` with a token and, if `options.tls_ca` is set, TLS.
     pub fn connect_with(addr: &str, options: &ClientOptions) -> Result<Client, ClientError> {
+        let addrs =
+            crate::protocol::parse_address_list(addr).map_err(|e| ClientError::BadAddress {
+                list: addr.to_string(),
+                reason: e.to_string(),
+            })?;
+        let (connection, addr) = find_leader(&addrs, 0, options)?;
         Ok(Client {
-            addr: addr.to_string(),
+            addrs,
+            addr,
             options: options.clone(),
-            connection: connect_handshaken(addr, options)?,
+            connection,
             next_request_id: 1,
             last_answer: Instant::now(),
+            lost: false,
         })
     }
 
@@ -118,13 +157,15 @@ impl Client {
         }
     }
 
-    /// The address as given to `connect`.
+    /// The address of the coordinator connected to (one of those given
+    /// to `connect`, or the leader a standby named).
     pub fn addr(&self) -> &str {
         &self.addr
     }
 
     /// Submits one job. A rejection is an answer (`SubmitAnswer::Rejected`),
-    /// not an error.
+    /// not an error. With an idempotency key it is sent again on a new
+    /// connection if the connection is lost before the answer arrives.
     pub fn submit(&mut self, req: SubmitRequest) -> Result<SubmitAnswer, ClientError> {
         match self.request(ClientRequest::Submit(req))? {
             ClientResponse::Submitted(answer) => Ok(answer),
@@ -136,7 +177,9 @@ impl Client {
     /// default coordinator's answer frame holds; the answers are in request
     /// order, one each. A frame refused as `Overloaded` after earlier ones
     /// were submitted leaves the rest unsubmitted, answered `Rejected` with
-    /// the reason, so no submitted job's id is lost.
+    /// the reason, so no submitted job's id is lost. A frame whose every
+    /// submission has an idempotency key is sent again on a new connection
+    /// if the connection is lost before its answer arrives.
     pub fn submit_batch(
         &mut self,
         mut reqs: Vec<SubmitRequest>,
@@ -432,10 +475,18 @@ impl Client {
     }
 
     /// Sends `request` on a live connection (see the type's documentation
-    /// for how idle connections are handled) and returns its answer.
+    /// for how idle connections are handled) and returns its answer. A
+    /// keyed submission whose connection is lost is sent again on a new
+    /// one until [`ClientOptions::failover_timeout`] has passed.
     fn request(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
-        if self.last_answer.elapsed() >= self.options.ping_after_idle && self.ping().is_err() {
+        if self.lost
+            || (self.last_answer.elapsed() >= self.options.ping_after_idle && self.ping().is_err())
+        {
             self.reconnect()?;
+        }
+        let safe_to_repeat = carries_idempotency_keys(&request);
+        if safe_to_repeat {
+            return self.request_repeatable(request);
         }
         // An answer this recent means the coordinator cannot have closed the
         // connection as idle yet, so only a longer pause pays for a copy.
@@ -451,16 +502,52 @@ impl Client {
         }
     }
 
-    /// A fresh connection in place of one the coordinator closed.
+    /// `request` for one the coordinator may safely receive twice: sent
+    /// again on a fresh connection (found through the address list) after
+    /// an idle close or a lost connection, until the failover timeout.
+    fn request_repeatable(
+        &mut self,
+        request: ClientRequest,
+    ) -> Result<ClientResponse, ClientError> {
+        let deadline = Instant::now() + self.options.failover_timeout;
+        loop {
+            let lost = match self.exchange(request.clone()) {
+                Err(ClientError::Refused { message }) if message.starts_with(IDLE_CLOSED) => {
+                    ClientError::Refused { message }
+                }
+                Err(e) if e.is_connection_loss() => e,
+                answered => return answered,
+            };
+            if Instant::now() >= deadline {
+                return Err(lost);
+            }
+            self.reconnect()?;
+        }
+    }
+
+    /// A fresh connection in place of one that was closed or lost, found
+    /// through the address list from the one last connected to.
     fn reconnect(&mut self) -> Result<(), ClientError> {
-        self.connection = connect_handshaken(&self.addr, &self.options)?;
+        let start = self.addrs.iter().position(|a| *a == self.addr).unwrap_or(0);
+        let (connection, addr) = find_leader(&self.addrs, start, &self.options)?;
+        self.connection = connection;
+        self.addr = addr;
         self.last_answer = Instant::now();
+        self.lost = false;
         Ok(())
     }
 
     /// Sends `request` under the next request id and returns the answer
     /// carrying that id.
     fn exchange(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
+        let answer = self.exchange_once(request);
+        if let Err(e) = &answer {
+            self.lost |= e.is_connection_loss();
+        }
+        answer
+    }
+
+    fn exchange_once(&mut self, request: ClientRequest) -> Result<ClientResponse, ClientError> {
         let id = self.next_request_id;
         self.next_request_id += 1;
         self.connection.send(ClientMessage::Request {
@@ -495,6 +582,11 @@ pub struct ClientOptions {
     /// `Ping` before the next request (default [`PING_AFTER_IDLE`]). Keep it
     /// below the coordinator's `client-idle-timeout-millis`.
     pub ping_after_idle: Duration,
+    /// How long connecting (or reconnecting) may keep trying the address
+    /// list when no coordinator there leads yet (default
+    /// [`FAILOVER_TIMEOUT`]). A single address that cannot be reached
+    /// fails at once.
+    pub failover_timeout: Duration,
 }
 
 impl Default for ClientOptions {
@@ -504,6 +596,7 @@ impl Default for ClientOptions {
             tls_ca: None,
             tls_server_name: String::new(),
             ping_after_idle: PING_AFTER_IDLE,
+            failover_timeout: FAILOVER_TIMEOUT,
         }
     }
 }
@@ -555,6 +648,64 @@ pub(crate) fn connect_handshaken(
         CoordinatorToClient::Response { request_id, .. } => Err(ClientError::UnexpectedResponse(
             format!("response {request_id} before Hello"),
         )),
+    }
+}
+
+/// True when every submission in `request` carries an idempotency key, so
+/// the coordinator answers a repeat with the job the first one created.
+fn carries_idempotency_keys(request: &ClientRequest) -> bool {
+    match request {
+        ClientRequest::Submit(req) => req.idempotency_key.is_some(),
+        ClientRequest::SubmitBatch(reqs) => {
+            !reqs.is_empty() && reqs.iter().all(|r| r.idempotency_key.is_some())
+        }
+        _ => false,
+    }
+}
+
+/// Rounds through `addrs` from index `start`, following `NotLeader`, until
+/// a coordinator accepts our `Hello`. Another round follows, after a
+/// backoff, while `options.failover_timeout` allows and there is reason to
+/// hope (several addresses, or a standby said nobody leads yet); an error
+/// no other address would change (token, TLS, version) returns at once.
+fn find_leader(
+    addrs: &[String],
+    start: usize,
+    options: &ClientOptions,
+) -> Result<(Connection, String), ClientError> {
+    let deadline = Instant::now() + options.failover_timeout;
+    let mut backoff = FIRST_ROUND_BACKOFF;
+    loop {
+        let mut search = LeaderSearch::new(addrs, start);
+        let mut last = None;
+        let mut electing = false;
+        while let Some(addr) = search.next_addr() {
+            match connect_handshaken(&addr, options) {
+                Ok(connection) => return Ok((connection, addr)),
+                Err(e) if e.worth_another_address() => {
+                    if let ClientError::NotLeader { leader, .. } = &e {
+                        match leader.as_ref().and_then(|l| l.client.as_deref()) {
+                            Some(to) => electing |= !search.follow(to),
+                            None => electing = true,
+                        }
+                    }
+                    last = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let again = addrs.len() > 1 || electing;
+        let Some(e) = last else {
+            return Err(ClientError::BadAddress {
+                list: String::new(),
+                reason: "no address to try".to_string(),
+            });
+        };
+        if !again || Instant::now() + backoff >= deadline {
+            return Err(e);
+        }
+        thread::sleep(backoff);
+        backoff = (backoff * 2).min(MAX_ROUND_BACKOFF);
     }
 }
 

@@ -400,6 +400,23 @@ mod tests {
     }
 
     #[test]
+    fn a_coordinator_list_with_an_empty_element_or_a_bad_address_names_the_key_and_file() {
+        for (text, reason) in [
+            ("coordinator = \"a:7401,,b:7401\"\n", "element 2 is empty"),
+            ("coordinator = \"a:7401,b\"\n", "\"b\" is not host:port"),
+        ] {
+            let f = file_with(text);
+            let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err(text);
+            assert_eq!(err.key.as_deref(), Some("coordinator"));
+            assert_eq!(err.source_name, f.path().display().to_string());
+            assert!(err.to_string().contains(reason), "{err}");
+        }
+        let f = file_with("coordinator = \"a:7401, b:7402\"\n");
+        let w = load::<WorkerOptions>(Some(f.path()), Default::default()).expect("a list");
+        assert_eq!(w.coordinator, "a:7401, b:7402");
+    }
+
+    #[test]
     fn out_of_range_value_names_the_key() {
         let f = file_with("capacity = 0\n");
         let err =

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 config_struct! {
     /// Everything a worker reads at start-up.
     WorkerConfig / WorkerOptions {
-        /// The coordinator's worker listener.
+        /// The coordinator's worker listener, host:port; several separated
+        /// by commas (every coordinator of a group: the worker finds the
+        /// leader among them and follows it).
         coordinator: String = "127.0.0.1:7401".to_string(),
         /// Stable name; generated once per process when empty.
         worker_id: String = String::new(),
@@ -69,9 +71,8 @@ fn default_capacity() -> u32 {
 
 impl Validate for WorkerConfig {
     fn validate(&self) -> Result<(), Invalid> {
-        if self.coordinator.trim().is_empty() {
-            return Err(("coordinator".into(), "must be host:port".into()));
-        }
+        crate::protocol::parse_address_list(&self.coordinator)
+            .map_err(|e| ("coordinator".to_string(), e.to_string()))?;
         if !(1..=10_000).contains(&self.capacity) {
             return Err((
                 "capacity".into(),

@@ -416,6 +416,7 @@ mod tests {
                 task_type: "t".repeat(64),
                 payload,
                 timeout_ms: u64::MAX,
+                epoch: u64::MAX,
             };
             assert!(encoded_len(&assign) <= max, "{max}");
         }

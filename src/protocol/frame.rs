@@ -270,6 +270,7 @@ mod tests {
                 worker_id: WorkerId("w-1".into()),
                 capacity: 4,
                 task_types: vec!["echo".into(), "sleep".into()],
+                running: vec![RunningAttempt { job_id, lease }],
             },
             WorkerMessage::Heartbeat,
             WorkerMessage::Draining,
@@ -300,6 +301,7 @@ mod tests {
             }),
             CoordinatorToWorker::Registered {
                 worker_id: WorkerId("w-1".into()),
+                epoch: 3,
             },
             CoordinatorToWorker::TaskAssign {
                 job_id,
@@ -307,8 +309,13 @@ mod tests {
                 task_type: "sleep".into(),
                 payload: vec![9; 100],
                 timeout_ms: 30_000,
+                epoch: 3,
             },
-            CoordinatorToWorker::TaskCancel { job_id, lease },
+            CoordinatorToWorker::TaskCancel {
+                job_id,
+                lease,
+                epoch: 3,
+            },
             CoordinatorToWorker::Error {
                 message: "bye".into(),
             },
@@ -444,6 +451,7 @@ mod tests {
             worker_id: WorkerId("w".repeat(100)),
             capacity: 1,
             task_types: vec![],
+            running: vec![],
         };
         let mut buf = BytesMut::new();
         assert!(matches!(

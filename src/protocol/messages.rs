@@ -24,6 +24,13 @@ pub enum WorkerMessage {
         worker_id: WorkerId,
         capacity: u32,
         task_types: Vec<String>,
+        /// The attempts this worker is still running (or has finished but
+        /// not yet reported) from an earlier connection: a coordinator that
+        /// holds the job RUNNING under that lease, awaiting its claim after
+        /// a restart or takeover, re-attaches it to this worker; any other
+        /// is answered with `TaskCancel`. At most `capacity` entries.
+        #[serde(default)]
+        running: Vec<RunningAttempt>,
     },
     /// Liveness signal on the worker's own timer.
     Heartbeat,
@@ -44,6 +51,13 @@ pub enum WorkerMessage {
     /// The worker is shutting down: it takes no new tasks and finishes (or,
     /// at its drain timeout, abandons) the ones it has.
     Draining,
+}
+
+/// One attempt a registering worker still holds: (job, lease).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RunningAttempt {
+    pub job_id: JobId,
+    pub lease: LeaseId,
 }
 
 /// What an attempt produced.
@@ -86,11 +100,18 @@ impl TaskOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum CoordinatorToWorker {
     Hello(Hello),
-    /// The registration is accepted; tasks may follow.
+    /// The registration is accepted; tasks may follow. `epoch` (as in
+    /// the frames below) is the epoch of the coordinator's leader lease: 0
+    /// on SQLite, which has no lease; on PostgreSQL it grows with every
+    /// takeover.
     Registered {
         worker_id: WorkerId,
+        #[serde(default)]
+        epoch: u64,
     },
-    /// Run this attempt; report its result under `lease`.
+    /// Run this attempt; report its result under `lease`. A worker ignores
+    /// one whose `epoch` is older than the newest it has seen (it comes
+    /// from a deposed leader).
     TaskAssign {
         job_id: JobId,
         lease: LeaseId,
@@ -98,11 +119,16 @@ pub enum CoordinatorToWorker {
         #[serde(with = "byte_fields")]
         payload: Vec<u8>,
         timeout_ms: u64,
+        #[serde(default)]
+        epoch: u64,
     },
-    /// Stop the attempt under `lease`; its result will be ignored.
+    /// Stop the attempt under `lease`; its result will be ignored. Ignored
+    /// like `TaskAssign` when its `epoch` is older than the newest seen.
     TaskCancel {
         job_id: JobId,
         lease: LeaseId,
+        #[serde(default)]
+        epoch: u64,
     },
     /// The connection is about to be closed for the stated reason.
     Error {

@@ -1,6 +1,7 @@
 //! Everything both ends of a connection agree on: identifiers, wire messages,
 //! framing, the job state machine and payload validation.
 
+pub mod addresses;
 pub mod byte_fields;
 pub mod cursor;
 pub mod fit;
@@ -16,6 +17,7 @@ pub mod priority;
 pub mod register;
 pub mod views;
 
+pub use addresses::{parse_address_list, AddressError, LeaderSearch, MAX_REDIRECTS};
 pub use cursor::PageCursor;
 pub use frame::{
     FrameCodec, ProtocolError, DEFAULT_MAX_FRAME_BYTES, HTTP_CLIENT_PORT_HINT,

@@ -87,6 +87,20 @@ pub enum RegisterRefused {
     TooManyTaskTypes { count: usize, max: usize },
     #[error("{0}")]
     TaskType(PayloadError),
+    #[error("running: {count} attempts listed, more than the capacity ({capacity})")]
+    TooManyClaims { count: usize, capacity: u32 },
+}
+
+/// Accepts the attempts a registering worker says it still runs only if
+/// they fit the capacity it registers with: each takes a slot.
+pub fn validate_claims(claims: usize, capacity: u32) -> Result<(), RegisterRefused> {
+    if claims as u64 > u64::from(capacity) {
+        return Err(RegisterRefused::TooManyClaims {
+            count: claims,
+            capacity,
+        });
+    }
+    Ok(())
 }
 
 /// Accepts a registration only within `limits`: a valid worker id, a
@@ -176,6 +190,17 @@ mod tests {
         assert_eq!(
             err,
             "task_types: 100000 listed, more than max-task-types-per-worker (256)"
+        );
+    }
+
+    #[test]
+    fn a_worker_may_claim_at_most_its_capacity() {
+        assert_eq!(validate_claims(0, 1), Ok(()));
+        assert_eq!(validate_claims(4, 4), Ok(()));
+        let err = validate_claims(5, 4).expect_err("refused").to_string();
+        assert_eq!(
+            err,
+            "running: 5 attempts listed, more than the capacity (4)"
         );
     }
 

@@ -212,7 +212,7 @@ fn a_wall_clock_set_an_hour_back_still_times_an_attempt_out() {
     s.sweep(clock.now());
     assert_eq!(state_of(&s, job, &clock), JobState::RetryWait);
     let cancelled = s.take_effects().into_iter().any(|e| {
-        matches!(e, Effect::SendWorker { frame: CoordinatorToWorker::TaskCancel { job_id, lease: l }, .. }
+        matches!(e, Effect::SendWorker { frame: CoordinatorToWorker::TaskCancel { job_id, lease: l, .. }, .. }
                  if job_id == job && l == lease)
     });
     assert!(cancelled, "the worker is told to stop");

@@ -3,8 +3,9 @@
 //! heartbeating, draining and vanishing, results under current, stale and
 //! forged leases, client control, sweeps as time passes, batches taken
 //! (and committed), finished jobs evicted from memory, requeues of evicted
-//! jobs read back, and restarts recovered from the stored rows), with
-//! every invariant checked after every step.
+//! jobs read back, restarts recovered from the stored rows, and workers
+//! registering again with claims on the attempts they still run, right
+//! and wrong ones), with every invariant checked after every step.
 
 use super::tests::{echo, stored_rows, w};
 use super::*;
@@ -55,6 +56,17 @@ enum Reported {
     FailedPermanently,
 }
 
+/// What a registering worker says it still runs.
+#[derive(Debug, Clone, Copy)]
+enum Claims {
+    Nothing,
+    /// Every RUNNING attempt the coordinator has on this worker, as a
+    /// worker that kept running them would.
+    Held,
+    /// Those, a made-up lease and another worker's attempt.
+    HeldAndWrong,
+}
+
 #[derive(Debug, Clone)]
 enum Event {
     Submit {
@@ -71,6 +83,7 @@ enum Event {
         capacity: u32,
         /// Bit `i` set: advertises `TASK_TYPES[i]`.
         types: usize,
+        claims: Claims,
     },
     /// Through the current session, or the one it replaced.
     Heartbeat {
@@ -130,8 +143,12 @@ fn event() -> impl Strategy<Value = Event> {
                 task, level, delay_ms, max_attempts, idempotency_key,
             }),
         3 => Just(Event::Schedule),
-        2 => (worker.clone(), 0..4u32, 1..4usize)
-            .prop_map(|(worker, capacity, types)| Event::Register { worker, capacity, types }),
+        2 => (worker.clone(), 0..4u32, 1..4usize, prop_oneof![
+                Just(Claims::Nothing), Just(Claims::Held), Just(Claims::HeldAndWrong),
+            ])
+            .prop_map(|(worker, capacity, types, claims)| Event::Register {
+                worker, capacity, types, claims,
+            }),
         3 => (worker.clone(), prop::bool::weighted(0.2))
             .prop_map(|(worker, replaced_session)| Event::Heartbeat { worker, replaced_session }),
         5 => (any::<Index>(), prop_oneof![
@@ -217,18 +234,8 @@ impl Harness {
                 worker,
                 capacity,
                 types,
-            } => {
-                let session = SessionId(self.next_session);
-                self.next_session += 1;
-                self.replaced[*worker] = self.sessions[*worker].replace(session);
-                let types = (0..TASK_TYPES.len())
-                    .filter(|i| types & (1 << i) != 0)
-                    .map(|i| TASK_TYPES[i].to_string())
-                    .collect();
-                let name = w(WORKERS[*worker]);
-                self.state
-                    .register_worker(name, session, *capacity, types, now);
-            }
+                claims,
+            } => self.register(*worker, *capacity, *types, *claims)?,
             Event::Heartbeat {
                 worker,
                 replaced_session,
@@ -276,6 +283,80 @@ impl Harness {
         Ok(())
     }
 
+    /// Registers `worker` under a fresh session with `claims`. Every
+    /// claimed attempt of its own (awaiting its claim, or held by the
+    /// replaced session) that fits the capacity is running on it after,
+    /// under the same lease; nothing claimed is started anew.
+    fn register(
+        &mut self,
+        worker: usize,
+        capacity: u32,
+        types: usize,
+        claims: Claims,
+    ) -> Result<(), TestCaseError> {
+        let session = SessionId(self.next_session);
+        self.next_session += 1;
+        self.replaced[worker] = self.sessions[worker].replace(session);
+        let types = (0..TASK_TYPES.len())
+            .filter(|i| types & (1 << i) != 0)
+            .map(|i| TASK_TYPES[i].to_string())
+            .collect();
+        let name = w(WORKERS[worker]);
+        let held: Vec<RunningAttempt> = self
+            .jobs
+            .iter()
+            .filter_map(|id| self.state.job(*id))
+            .filter(|j| j.state == JobState::Running && j.worker_id.as_ref() == Some(&name))
+            .filter_map(|j| {
+                Some(RunningAttempt {
+                    job_id: j.id,
+                    lease: j.lease?,
+                })
+            })
+            .collect();
+        let mut running = match claims {
+            Claims::Nothing => Vec::new(),
+            _ => held.clone(),
+        };
+        if let Claims::HeldAndWrong = claims {
+            if let Some(first) = self.jobs.first() {
+                running.push(RunningAttempt {
+                    job_id: *first,
+                    lease: LeaseId::new_random(),
+                });
+            }
+        }
+        running.truncate(capacity as usize);
+        let before: Vec<(JobId, u32)> = running
+            .iter()
+            .filter_map(|a| self.state.job(a.job_id).map(|j| (j.id, j.attempts)))
+            .collect();
+        self.state.register_worker_claiming(
+            name.clone(),
+            session,
+            capacity,
+            types,
+            running.clone(),
+            self.now,
+        );
+        for (id, attempts) in before {
+            let job = self.state.job(id);
+            prop_assert_eq!(
+                job.map(|j| j.attempts),
+                Some(attempts),
+                "a claim starts nothing"
+            );
+        }
+        for claim in running.iter().filter(|c| held.contains(c)) {
+            let job = self.state.job(claim.job_id);
+            prop_assert!(
+                job.is_some_and(|j| j.state == JobState::Running && j.lease == Some(claim.lease)),
+                "a held attempt claimed stays RUNNING under its lease"
+            );
+        }
+        Ok(())
+    }
+
     fn submit(&mut self, event: &Event) {
         let Event::Submit {
             task,
@@ -311,7 +392,7 @@ impl Harness {
         let Some(job) = self.state.job(id) else {
             return Err(TestCaseError::fail(format!("accepted job {id} is gone")));
         };
-        let current = job.state == JobState::Running;
+        let current = job.state == JobState::Running && !self.state.awaiting_claim(id);
         let Some(last) = job.history.last() else {
             return Ok(());
         };

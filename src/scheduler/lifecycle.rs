@@ -19,7 +19,8 @@ pub struct StaleResult {
 
 impl CoordinatorState {
     /// Adds a worker (replacing an older session under the same id, whose
-    /// running jobs are treated as lost) and answers `Registered`.
+    /// running jobs are treated as lost) and answers `Registered`: a worker
+    /// that claims nothing (see `register_worker_claiming`).
     pub fn register_worker(
         &mut self,
         worker: WorkerId,
@@ -28,29 +29,7 @@ impl CoordinatorState {
         task_types: Vec<String>,
         now: Now,
     ) {
-        let previous = self
-            .workers
-            .register(worker.clone(), session, capacity, task_types, now);
-        if let Some(old) = previous {
-            warn!(self.log, "worker re-registered; closing its old session"; "worker" => %worker);
-            self.effects.push(Effect::CloseWorker {
-                session: old.session,
-                reason: "replaced by a newer connection of the same worker".into(),
-            });
-            let lost = AttemptOutcome::WorkerLost {
-                reason: "replaced by a newer connection".into(),
-            };
-            for job in old.running {
-                if let Err(refused) = self.fail_attempt(job, lost.clone(), now) {
-                    self.log_refused("worker replaced", &refused);
-                }
-            }
-        }
-        info!(self.log, "worker registered"; "worker" => %worker, "capacity" => capacity);
-        self.effects.push(Effect::SendWorker {
-            session,
-            frame: CoordinatorToWorker::Registered { worker_id: worker },
-        });
+        self.register_worker_claiming(worker, session, capacity, task_types, Vec::new(), now);
     }
 
     /// Records a heartbeat from the worker's current session.
@@ -151,6 +130,9 @@ impl CoordinatorState {
         if job.state != JobState::Running || job.lease != Some(lease) {
             let current = job.lease.map(|l| l.to_string());
             return Some(format!("job is {} under lease {current:?}", job.state));
+        }
+        if self.unclaimed.contains(&job_id) {
+            return Some("the attempt awaits its claim in a Register".to_string());
         }
         match &job.worker_id {
             Some(holder) if holder == worker => None,
@@ -293,6 +275,7 @@ impl CoordinatorState {
                 task_type: job.task_type.clone(),
                 payload: job.payload.to_vec(),
                 timeout_ms: job.timeout_ms,
+                epoch: self.epoch,
             },
         });
         Ok(())
@@ -315,7 +298,11 @@ impl CoordinatorState {
         if let Some(entry) = self.workers.get(&worker) {
             self.effects.push(Effect::SendWorker {
                 session: entry.session,
-                frame: CoordinatorToWorker::TaskCancel { job_id, lease },
+                frame: CoordinatorToWorker::TaskCancel {
+                    job_id,
+                    lease,
+                    epoch: self.epoch,
+                },
             });
         }
     }

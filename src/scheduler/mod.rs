@@ -1,6 +1,7 @@
 //! Pure scheduling policy and state: no actors, no sockets, no clock reads.
 //! Every function takes `now` and returns or records what should happen.
 
+pub mod claims;
 pub mod control;
 pub mod counts;
 mod dirty;

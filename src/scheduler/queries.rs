@@ -152,7 +152,11 @@ impl CoordinatorState {
         }
         for job in self.jobs.values().filter(|j| j.state == JobState::Running) {
             let worker = job.worker_id.as_ref().and_then(|w| self.workers.get(w));
-            if job.lease.is_none() || !worker.is_some_and(|w| w.running.contains(&job.id)) {
+            let attached = worker.is_some_and(|w| w.running.contains(&job.id));
+            if attached && self.unclaimed.contains(&job.id) {
+                return Err(format!("RUNNING job {} is attached and unclaimed", job.id));
+            }
+            if job.lease.is_none() || !(attached || self.unclaimed.contains(&job.id)) {
                 return Err(format!(
                     "RUNNING job {} has no lease or worker slot",
                     job.id
@@ -169,6 +173,13 @@ impl CoordinatorState {
                 "{running} RUNNING jobs, {} deadlines",
                 self.deadlines.len()
             ));
+        }
+        if let Some(id) = self.unclaimed.iter().find(|id| {
+            self.jobs
+                .get(id)
+                .is_none_or(|j| j.state != JobState::Running)
+        }) {
+            return Err(format!("unclaimed job {id} is not RUNNING"));
         }
         self.check_timers()?;
         self.check_running_sets()?;

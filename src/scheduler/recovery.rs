@@ -1,13 +1,13 @@
 //! Recovery after a restart: the stored active set (and a window of
-//! recently finished jobs) loaded back, the attempts the restart
-//! interrupted ended, and the counters and idempotency keys of everything
+//! recently finished jobs) loaded back, the attempts the restart may have
+//! interrupted left awaiting their claim (see `claims`), and the counters and idempotency keys of everything
 //! stored restored without loading those jobs.
 
 use crate::clock::Now;
-use crate::protocol::{AttemptOutcome, JobId, JobState};
+use crate::protocol::{JobId, JobState};
 use crate::scheduler::counts::StateCounts;
 use crate::scheduler::job::Job;
-use crate::scheduler::state::{CoordinatorState, TransitionRefused};
+use crate::scheduler::state::CoordinatorState;
 
 /// Error text of a job whose final attempt was interrupted by a restart.
 pub const RESTARTED_DURING_FINAL_ATTEMPT: &str = "restarted during final attempt";
@@ -17,8 +17,14 @@ pub const RESTARTED_DURING_FINAL_ATTEMPT: &str = "restarted during final attempt
 pub struct RecoverySummary {
     /// Jobs loaded into memory: the active set and the finished window.
     pub loaded: usize,
-    pub requeued: usize,
-    pub failed: usize,
+    /// RUNNING jobs kept RUNNING, awaiting their worker's claim (see
+    /// `claims`); the ones nobody claims in time are requeued or failed
+    /// by a later sweep.
+    pub awaiting_claim: usize,
+    /// RUNNING rows without a lease or worker (written before leases were
+    /// stored): nobody can claim them, so they were requeued (or failed,
+    /// in their final attempt) at once.
+    pub unclaimable: usize,
     /// Jobs the database holds, loaded or not.
     pub stored: u64,
 }
@@ -65,18 +71,21 @@ impl CoordinatorState {
     }
 
     /// Loads the stored jobs. RUNNING rows (their attempt's outcome is
-    /// unknown) are requeued while budget remains, else FAILED; all other
-    /// rows load as they are. Finished jobs enter the retention window in
+    /// unknown) stay RUNNING, awaiting the claim of the worker that may
+    /// still run them until `heartbeat-timeout-millis` after `now` (see
+    /// `claims`); all other rows load as they are. Finished jobs enter the
+    /// retention window in
     /// the order they finished, as durable (the window's bounds apply at
-    /// the next sweep). Counts per state are `stored.counts` (adjusted for
-    /// the rows recovery rewrote), and every stored idempotency key stays
+    /// the next sweep). Counts per state are `stored.counts`, and every
+    /// stored idempotency key stays
     /// resolvable. The sequence resumes past the largest stored, and
     /// submission times never go below the newest stored. A RETRY_WAIT
     /// row's `next_retry_at` and a delayed row's `not_before` are wall
     /// times (the monotonic base died with the old process): their waits
     /// resume as monotonic timers of what remains by the wall clock at
     /// `now`, so a wall-clock step while the coordinator was down
-    /// lengthens or shortens them by the step.
+    /// lengthens or shortens them by the step; so does a RUNNING row's
+    /// deadline.
     pub fn recover_stored(&mut self, stored: Stored, now: Now) -> RecoverySummary {
         let mut summary = RecoverySummary {
             loaded: stored.jobs.len(),
@@ -97,10 +106,10 @@ impl CoordinatorState {
             .into_iter()
             .partition(|j| !j.state.is_terminal());
         finished.sort_by_key(|j| j.finished_at);
-        let mut ended_now = Vec::new();
+        let mut unclaimable = Vec::new();
         for job in active {
             if let Some(id) = self.recover_active(job, now, &mut summary) {
-                ended_now.push(id);
+                unclaimable.push(id);
             }
         }
         for job in finished {
@@ -112,80 +121,36 @@ impl CoordinatorState {
         // Loaded finished rows are durable; jobs failed just now are not
         // until the coordinator's first batch commits (it seals them).
         self.seal_finished(0);
-        for id in ended_now {
-            self.finished.finished(id, now.wall_ms);
+        self.await_claims(now);
+        for id in unclaimable {
+            self.end_unclaimed(id, now);
         }
         summary
     }
 
-    /// Loads one non-terminal row; returns its id if recovery ended it
-    /// (FAILED in its final attempt).
+    /// Loads one non-terminal row; a RUNNING one waits for its claim.
+    /// Returns the id of a RUNNING row nobody can claim (no lease or no
+    /// worker), to be ended at once.
     fn recover_active(
         &mut self,
-        mut job: Job,
+        job: Job,
         now: Now,
         summary: &mut RecoverySummary,
     ) -> Option<JobId> {
         self.next_sequence = self.next_sequence.max(job.sequence + 1);
-        let rewritten = match job.state {
-            JobState::Running => self.end_interrupted_attempt(&mut job, now).ok(),
-            _ => None,
-        };
-        match rewritten {
-            Some(JobState::Queued) => summary.requeued += 1,
-            Some(_) => summary.failed += 1,
-            None => {}
-        }
-        if let Some(to) = rewritten {
-            self.state_counts
-                .moved(&job.task_type, JobState::Running, to);
-        }
-        if !job.state.is_terminal() {
-            self.active_jobs += 1;
-        }
         let id = job.id;
-        let ended = job.state.is_terminal();
+        let running = job.state == JobState::Running;
+        let claimable = job.lease.is_some() && job.worker_id.is_some();
+        if running && claimable {
+            summary.awaiting_claim += 1;
+        } else if running {
+            summary.unclaimable += 1;
+        }
+        if running {
+            self.unclaimed.insert(id);
+        }
+        self.active_jobs += 1;
         self.insert(job, now);
-        if rewritten.is_some() {
-            self.mark_dirty(id);
-        }
-        ended.then_some(id)
-    }
-
-    /// Ends the attempt a restart interrupted: QUEUED while budget
-    /// remains, else FAILED with `RESTARTED_DURING_FINAL_ATTEMPT`; returns
-    /// the new state. RUNNING → QUEUED and RUNNING → FAILED are always
-    /// allowed, so a refusal is a bug: it is logged and the row is left as
-    /// loaded, RUNNING with its deadline, which then ends it like any
-    /// attempt whose worker never reports.
-    fn end_interrupted_attempt(
-        &self,
-        job: &mut Job,
-        now: Now,
-    ) -> Result<JobState, TransitionRefused> {
-        let budget_left = job.attempts < job.max_attempts;
-        let target = if budget_left {
-            JobState::Queued
-        } else {
-            JobState::Failed
-        };
-        if let Err(e) = job.state.transition(target) {
-            let refused = TransitionRefused::Illegal {
-                job: job.id,
-                from: e.from,
-                to: e.to,
-            };
-            self.log_refused("recover", &refused);
-            return Err(refused);
-        }
-        job.state = target;
-        if !budget_left {
-            job.error = Some(RESTARTED_DURING_FINAL_ATTEMPT.to_string());
-            job.finished_at = Some(now.wall_ms);
-        }
-        job.end_attempt(AttemptOutcome::Interrupted, now.wall_ms);
-        job.lease = None;
-        job.updated_at = now.wall_ms;
-        Ok(target)
+        (running && !claimable).then_some(id)
     }
 }

@@ -182,23 +182,37 @@ fn recovery_takes_counts_keys_and_sequence_from_the_whole_table_but_loads_only_w
 
 #[test]
 fn a_job_recovery_fails_stays_in_memory_until_its_row_is_committed() {
-    let mut source = state(10, u64::MAX);
-    let id = submit(&mut source, None, 1);
-    let mut running = source.job(id).expect("held").clone();
-    running.state = JobState::Running;
-    running.attempts = running.max_attempts;
-    let mut s = state(0, u64::MAX);
-    let summary = s.recover(vec![running], Now::both(10));
-    assert_eq!(summary.failed, 1);
-    assert_eq!(
-        s.evict_finished(Now::both(10), 0),
-        0,
-        "its FAILED row is not stored yet"
-    );
-    s.seal_finished(1);
-    s.take_dirty();
-    assert_eq!(s.evict_finished(Now::both(10), 0), 0);
-    assert_eq!(s.evict_finished(Now::both(10), 1), 1);
+    // Without a lease nobody can claim it: it fails at recovery. With one
+    // it fails once nobody claimed it within heartbeat-timeout-millis.
+    for leased in [false, true] {
+        let mut source = state(10, u64::MAX);
+        let id = submit(&mut source, None, 1);
+        let mut running = source.job(id).expect("held").clone();
+        running.state = JobState::Running;
+        running.attempts = running.max_attempts;
+        if leased {
+            running.lease = Some(crate::protocol::LeaseId::new_random());
+            running.worker_id = Some(crate::protocol::WorkerId("w".into()));
+        }
+        let mut s = state(0, u64::MAX);
+        let summary = s.recover(vec![running], Now::both(10));
+        assert_eq!(
+            (summary.awaiting_claim, summary.unclaimable),
+            if leased { (1, 0) } else { (0, 1) }
+        );
+        let later = Now::both(10 + 6000);
+        s.sweep(later);
+        assert_eq!(s.job(id).map(|j| j.state), Some(JobState::Failed));
+        assert_eq!(
+            s.evict_finished(later, 0),
+            0,
+            "its FAILED row is not stored yet"
+        );
+        s.seal_finished(1);
+        s.take_dirty();
+        assert_eq!(s.evict_finished(later, 0), 0);
+        assert_eq!(s.evict_finished(later, 1), 1);
+    }
 }
 
 #[test]

@@ -95,7 +95,8 @@ impl TransitionRefused {
 /// holds every job once; `timers` holds exactly the entries of
 /// `deadlines`, `retries` and `delayed`; the worker registry's own indexes
 /// are right (`WorkerRegistry::check_invariants`); each dirty job is
-/// tracked once.
+/// tracked once. A RUNNING job recovered from the store may instead be
+/// awaiting its claim: in `unclaimed` and in no running set.
 #[derive(Debug)]
 pub struct CoordinatorState {
     pub(super) policy: Policy,
@@ -146,6 +147,15 @@ pub struct CoordinatorState {
     pub(super) finished: FinishedJobs,
     /// One "stale result dropped" line per second at most.
     pub(super) stale_warnings: crate::scheduler::rate_limit::LogLimiter,
+    /// RUNNING jobs recovered from the store whose worker has not claimed
+    /// them yet (see `claims`): no worker slot holds them, and at
+    /// `claim_deadline` the ones left are treated as interrupted.
+    pub(super) unclaimed: std::collections::HashSet<JobId>,
+    /// Monotonic instant the attempts in `unclaimed` stop waiting.
+    pub(super) claim_deadline: i64,
+    /// The leader lease's epoch, stamped on every frame to workers (0 on
+    /// SQLite).
+    pub(super) epoch: u64,
 }
 
 impl CoordinatorState {
@@ -172,6 +182,9 @@ impl CoordinatorState {
             retention: Retention::UNBOUNDED,
             finished: FinishedJobs::default(),
             stale_warnings: crate::scheduler::rate_limit::LogLimiter::new(1000),
+            unclaimed: std::collections::HashSet::new(),
+            claim_deadline: i64::MIN,
+            epoch: 0,
         }
     }
 
@@ -243,6 +256,7 @@ impl CoordinatorState {
                 if let Some(at) = timer {
                     self.deadlines.remove(&(at, id));
                 }
+                self.unclaimed.remove(&id);
             }
             _ => {}
         }

@@ -9,11 +9,13 @@ use crate::scheduler::state::{CoordinatorState, Effect};
 use std::collections::BTreeSet;
 
 impl CoordinatorState {
-    /// The periodic pass, in order: dead workers, expired deadlines, due
-    /// retries, due delayed jobs, then scheduling.
+    /// The periodic pass, in order: dead workers, expired deadlines,
+    /// recovered attempts nobody claimed in time, due retries, due delayed
+    /// jobs, then scheduling.
     pub fn sweep(&mut self, now: Now) {
         self.detect_dead_workers(now);
         self.detect_expired_deadlines(now);
+        self.expire_unclaimed(now);
         self.promote_due_retries(now);
         self.release_due_delays(now);
         self.schedule(now);

@@ -317,7 +317,11 @@ fn expired_deadline_cancels_on_the_worker_and_retries() {
     let effects = s.take_effects();
     assert!(effects.contains(&Effect::SendWorker {
         session: SessionId(1),
-        frame: CoordinatorToWorker::TaskCancel { job_id: job, lease }
+        frame: CoordinatorToWorker::TaskCancel {
+            job_id: job,
+            lease,
+            epoch: 0
+        }
     }));
     assert_eq!(
         s.status(job, Now::both(0)).map(|v| v.state),
@@ -344,8 +348,10 @@ fn disconnect_of_a_replaced_session_changes_nothing() {
     consistent(&s);
 }
 
-#[test]
-fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
+/// Two RUNNING jobs (one in its final attempt) and a QUEUED one, as the
+/// store holds them when the coordinator died, with the leases of the
+/// running ones.
+fn rows_at_a_crash() -> (Vec<Job>, [JobId; 3]) {
     let mut s = state();
     s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], Now::both(0));
     let first = accepted(s.submit(echo("1"), Now::both(0)));
@@ -365,34 +371,239 @@ fn recovery_requeues_running_jobs_with_budget_and_fails_the_rest() {
     let mut queued_row = s.job(queued).cloned().expect("exists");
     queued_row.state = JobState::Queued;
     rows.push(queued_row);
+    (rows, [first, last, queued])
+}
 
+fn lease_of(s: &CoordinatorState, id: JobId) -> LeaseId {
+    s.job(id)
+        .and_then(|j| j.lease)
+        .expect("running under a lease")
+}
+
+#[test]
+fn recovery_keeps_running_jobs_awaiting_their_claim_then_requeues_or_fails_them() {
+    let (rows, [first, last, _]) = rows_at_a_crash();
     let mut recovered = state();
     let summary = recovered.recover(rows, Now::both(100));
     assert_eq!(
         summary,
         RecoverySummary {
             loaded: 3,
-            requeued: 1,
-            failed: 1,
+            awaiting_claim: 2,
+            unclaimable: 0,
             stored: 3
         }
     );
     consistent(&recovered);
+    assert!(!recovered.has_dirty(), "nothing is rewritten at start");
+    assert!(recovered.awaiting_claim(first) && recovered.awaiting_claim(last));
+    recovered.register_worker(w("b"), SessionId(2), 4, vec!["echo".into()], Now::both(100));
+    recovered.sweep(Now::both(100 + 5999));
+    consistent(&recovered);
     assert_eq!(
-        recovered.status(first, Now::both(0)).map(|v| v.state),
-        Some(JobState::Queued)
+        recovered.job(first).map(|j| j.state),
+        Some(JobState::Running)
     );
+    assert_eq!(
+        assignments(&recovered.take_effects()).len(),
+        1,
+        "only the QUEUED one runs"
+    );
+
+    recovered.sweep(Now::both(100 + 6000));
+    consistent(&recovered);
+    assert_eq!(recovered.unclaimed_count(), 0);
     let failed = recovered.status(last, Now::both(0)).expect("exists");
     assert_eq!(failed.state, JobState::Failed);
     assert_eq!(
         failed.error.as_deref(),
         Some(RESTARTED_DURING_FINAL_ATTEMPT)
     );
+    let first_view = recovered.status(first, Now::both(0)).expect("exists");
+    assert_eq!(
+        first_view.history.first().and_then(|a| a.outcome.clone()),
+        Some(AttemptOutcome::Interrupted)
+    );
+    let ran: Vec<JobId> = assignments(&recovered.take_effects())
+        .iter()
+        .map(|a| a.1)
+        .collect();
+    assert_eq!(ran, [first], "requeued at the deadline and run again");
     assert_eq!(recovered.active_jobs(), 2);
-    let dirty: Vec<JobId> = recovered.take_dirty().iter().map(|j| j.id).collect();
-    assert_eq!(dirty.len(), 2, "only rewritten rows are persisted again");
     let next = accepted(recovered.submit(echo("4"), Now::both(200)));
     assert_eq!(recovered.job(next).map(|j| j.sequence), Some(4));
+}
+
+#[test]
+fn a_claimed_attempt_is_re_attached_and_its_result_applied() {
+    let (rows, [first, last, _]) = rows_at_a_crash();
+    let mut recovered = state();
+    recovered.set_epoch(9);
+    recovered.recover(rows, Now::both(100));
+    let lease = lease_of(&recovered, first);
+    let claim = vec![RunningAttempt {
+        job_id: first,
+        lease,
+    }];
+    let twice = [claim.clone(), claim].concat();
+    recovered.register_worker_claiming(
+        w("a"),
+        SessionId(7),
+        1,
+        vec!["echo".into()],
+        twice,
+        Now::both(200),
+    );
+    consistent(&recovered);
+    assert!(!recovered.awaiting_claim(first));
+    let effects = recovered.take_effects();
+    assert_eq!(
+        effects,
+        [Effect::SendWorker {
+            session: SessionId(7),
+            frame: CoordinatorToWorker::Registered {
+                worker_id: w("a"),
+                epoch: 9
+            }
+        }],
+        "no cancel for a matching claim, listed twice or not"
+    );
+    recovered.schedule(Now::both(200));
+    assert!(
+        assignments(&recovered.take_effects()).is_empty(),
+        "the re-attached attempt takes the worker's only slot"
+    );
+    recovered.sweep(Now::both(100 + 6000));
+    assert_eq!(
+        recovered.job(first).map(|j| j.state),
+        Some(JobState::Running),
+        "claimed: not requeued"
+    );
+    assert_eq!(
+        recovered.job(last).map(|j| j.state),
+        Some(JobState::Failed),
+        "unclaimed: failed"
+    );
+    let outcome = TaskOutcome::Succeeded(b"once".to_vec());
+    recovered
+        .task_result(&w("a"), first, lease, outcome, Now::both(6200))
+        .expect("the result of the re-attached attempt is applied");
+    let done = recovered.job(first).expect("held");
+    assert_eq!(
+        (done.state, done.attempts),
+        (JobState::Succeeded, 1),
+        "ran once"
+    );
+    consistent(&recovered);
+}
+
+#[test]
+fn claims_that_do_not_match_are_answered_with_task_cancel_and_change_nothing() {
+    let (rows, [first, last, queued]) = rows_at_a_crash();
+    let mut recovered = state();
+    recovered.recover(rows, Now::both(100));
+    let (first_lease, last_lease) = (lease_of(&recovered, first), lease_of(&recovered, last));
+    let forged = LeaseId::new_random();
+    let claims = vec![
+        RunningAttempt {
+            job_id: first,
+            lease: forged,
+        },
+        RunningAttempt {
+            job_id: queued,
+            lease: first_lease,
+        },
+        RunningAttempt {
+            job_id: JobId::mint(),
+            lease: forged,
+        },
+    ];
+    recovered.register_worker_claiming(
+        w("a"),
+        SessionId(2),
+        4,
+        vec!["echo".into()],
+        claims.clone(),
+        Now::both(100),
+    );
+    let cancelled: Vec<RunningAttempt> = recovered
+        .take_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::SendWorker {
+                frame: CoordinatorToWorker::TaskCancel { job_id, lease, .. },
+                ..
+            } => Some(RunningAttempt { job_id, lease }),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancelled, claims);
+    assert!(
+        recovered.awaiting_claim(first),
+        "a wrong lease claims nothing"
+    );
+    // Another worker cannot claim an attempt of worker "a", even with its lease.
+    let stolen = vec![RunningAttempt {
+        job_id: last,
+        lease: last_lease,
+    }];
+    recovered.register_worker_claiming(
+        w("b"),
+        SessionId(3),
+        4,
+        vec!["echo".into()],
+        stolen,
+        Now::both(100),
+    );
+    assert!(recovered.awaiting_claim(last));
+    // A result for an attempt still awaiting its claim is stale.
+    let early = recovered.task_result(
+        &w("a"),
+        first,
+        first_lease,
+        TaskOutcome::Succeeded(vec![]),
+        Now::both(101),
+    );
+    assert!(early.is_err());
+    consistent(&recovered);
+}
+
+#[test]
+fn a_worker_registering_again_keeps_the_attempts_it_lists() {
+    let mut s = state();
+    s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], Now::both(0));
+    let kept = accepted(s.submit(echo("kept"), Now::both(0)));
+    let dropped = accepted(s.submit(echo("dropped"), Now::both(0)));
+    s.schedule(Now::both(0));
+    s.take_effects();
+    let lease = lease_of(&s, kept);
+    let claim = vec![RunningAttempt {
+        job_id: kept,
+        lease,
+    }];
+    s.register_worker_claiming(
+        w("a"),
+        SessionId(2),
+        2,
+        vec!["echo".into()],
+        claim,
+        Now::both(10),
+    );
+    consistent(&s);
+    assert_eq!(s.job(kept).map(|j| j.state), Some(JobState::Running));
+    assert_eq!(
+        s.job(dropped).map(|j| j.state),
+        Some(JobState::RetryWait),
+        "not listed: lost"
+    );
+    s.task_result(
+        &w("a"),
+        kept,
+        lease,
+        TaskOutcome::Succeeded(vec![]),
+        Now::both(20),
+    )
+    .expect("applied through the new session");
 }
 
 #[test]
@@ -469,8 +680,8 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
         summary,
         RecoverySummary {
             loaded: 2,
-            requeued: 0,
-            failed: 0,
+            awaiting_claim: 0,
+            unclaimable: 0,
             stored: 2
         }
     );

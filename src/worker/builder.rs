@@ -54,6 +54,7 @@ impl Worker {
             config,
             registry: TaskRegistry::with_builtins(),
             log: None,
+            observer: None,
             error: None,
         }
     }
@@ -65,6 +66,7 @@ pub struct WorkerBuilder {
     config: WorkerConfig,
     registry: TaskRegistry,
     log: Option<Logger>,
+    observer: Option<crate::worker::FrameObserver>,
     error: Option<BuildError>,
 }
 
@@ -124,17 +126,33 @@ impl WorkerBuilder {
         self
     }
 
+    /// Calls `observer` with every frame the worker receives from a
+    /// coordinator after `Hello`, saying whether it was acted on (a
+    /// `TaskAssign` or `TaskCancel` of an epoch older than the newest seen
+    /// is not): for tests that record what a worker was told.
+    pub fn observe_frames(
+        mut self,
+        observer: impl Fn(&crate::worker::ReceivedFrame) + Send + Sync + 'static,
+    ) -> Self {
+        self.observer = Some(Arc::new(observer));
+        self
+    }
+
     /// Starts the worker on a thread of its own and returns at once.
-    pub fn spawn(self) -> Result<WorkerHandle, BuildError> {
+    pub fn spawn(mut self) -> Result<WorkerHandle, BuildError> {
+        let observer = self.observer.take();
         let (config, registry, log) = self.prepare()?;
-        Ok(WorkerHandle::spawn_with_registry(config, registry, log))
+        Ok(WorkerHandle::spawn_observed(
+            config, registry, log, observer,
+        ))
     }
 
     /// Runs the worker on the calling thread until SIGINT or SIGTERM, then
     /// drains it (see [`drain`](crate::worker::drain)); a second signal stops
     /// it at once. Returns `Ok` once it has stopped. Do not call it from
     /// inside an async runtime.
-    pub fn run(self) -> Result<(), BuildError> {
+    pub fn run(mut self) -> Result<(), BuildError> {
+        let observer = self.observer.take();
         let (config, registry, log) = self.prepare()?;
         // One thread is enough for the connection, heartbeat, writer and
         // non-blocking handlers: the others run on the task runtime (see
@@ -144,8 +162,8 @@ impl WorkerBuilder {
             .build()?;
         let shutdown = Shutdown::default();
         runtime.spawn(drain_on_signal(shutdown.clone(), log.clone()));
-        runtime.block_on(crate::worker::run_with_registry(
-            config, registry, log, shutdown,
+        runtime.block_on(crate::worker::run_observed(
+            config, registry, log, shutdown, observer,
         ));
         Ok(())
     }

@@ -1,22 +1,28 @@
-//! The connection to the coordinator: connect, `Hello`, `Register`, then read
-//! `TaskAssign`/`TaskCancel` until the connection ends; on loss cancel every
-//! in-flight task and reconnect with capped exponential backoff. Once the
-//! pool drains, every connection says `Draining` and refuses assignments.
+//! The connection to the coordinator: find the leader among the configured
+//! addresses (following `NotLeader`), `Hello`, `Register` (listing the
+//! attempts still held from an earlier connection), then read
+//! `TaskAssign`/`TaskCancel` until the connection ends, ignoring those of
+//! an epoch older than the newest seen. A lost connection does not stop
+//! running tasks: their results wait for the next connection, which is
+//! sought with capped exponential backoff. Once the pool drains, every
+//! connection says `Draining` and refuses assignments.
 
 use crate::protocol::{
-    CoordinatorToWorker, FrameCodec, Hello, ProtocolError, Role, TaskOutcome, WorkerId,
-    WorkerMessage, PROTOCOL_VERSION,
+    CoordinatorToWorker, FrameCodec, Hello, LeaderAddresses, LeaderSearch, ProtocolError, Role,
+    TaskOutcome, WorkerId, WorkerMessage, PROTOCOL_VERSION,
 };
 use crate::security::Secret;
+use crate::worker::epoch::{EpochFilter, FrameObserver, ReceivedFrame};
 use crate::worker::heartbeat;
-use crate::worker::pool::{Assignment, TaskPool};
+use crate::worker::pool::{Assignment, Ledger, TaskPool};
 use crate::worker::transport::{CoordinatorStream, Transport};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use slog::{debug, error, info, warn, Logger};
+use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Mutex};
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
@@ -24,14 +30,16 @@ type Connection =
     Framed<Box<dyn CoordinatorStream>, FrameCodec<CoordinatorToWorker, WorkerMessage>>;
 
 /// Frames queued for the writer; heartbeats and results wait here when the
-/// socket is slow instead of piling up without bound.
+/// socket is slow (or, results, while no connection is up) instead of
+/// piling up without bound.
 const WRITE_QUEUE: usize = 256;
-/// Longest wait for connect, `Hello` and `Registered` together, so a
-/// coordinator that accepts but never answers does not stall the worker.
+/// Longest wait for connect, `Hello` and `Registered` together at one
+/// address, so a coordinator that accepts but never answers does not
+/// stall the worker.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// First reconnection delay; doubles up to `reconnect-max-millis`.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-/// Longest wait, when a connection closes, to write the frames already
+/// Longest wait, when the worker stops, to write the frames already
 /// queued (a drained worker's last results); a stalled socket cannot hold
 /// the worker up for longer.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -56,11 +64,37 @@ pub enum ConnectionError {
     HandshakeTimeout(Duration),
     #[error("frame writer failed: {0}")]
     Writer(String),
+    /// The coordinator at `addr` is a standby; `leader` says who leads.
+    #[error("coordinator at {addr} is a standby (leader: {})", leader_text(leader))]
+    NotLeader {
+        addr: String,
+        leader: Option<Box<LeaderAddresses>>,
+    },
+    /// Registered by a coordinator of an epoch older than one already seen:
+    /// a deposed leader.
+    #[error("coordinator at {addr} leads epoch {theirs}, older than epoch {newest} seen before")]
+    StaleEpoch {
+        addr: String,
+        theirs: u64,
+        newest: u64,
+    },
+    #[error("no coordinator address to try")]
+    NoAddress,
+}
+
+fn leader_text(leader: &Option<Box<LeaderAddresses>>) -> String {
+    match leader {
+        Some(l) => format!(
+            "{} at {}",
+            l.node,
+            l.worker.as_deref().unwrap_or("an unadvertised address")
+        ),
+        None => "none right now".to_string(),
+    }
 }
 
 /// What one worker needs to (re)connect; lives as long as `run`.
 pub struct Worker {
-    pub coordinator: String,
     pub transport: Transport,
     pub worker_id: WorkerId,
     pub capacity: u32,
@@ -68,28 +102,47 @@ pub struct Worker {
     pub reconnect_max: Duration,
     pub max_frame_bytes: usize,
     pub pool: TaskPool,
+    /// Told about every frame received (tests record them).
+    pub observer: Option<FrameObserver>,
     pub log: Logger,
 }
 
+/// What outlives a connection: the frames waiting for a writer and the
+/// newest epoch seen.
+struct Carried {
+    sender: mpsc::Sender<WorkerMessage>,
+    queued: Arc<Mutex<mpsc::Receiver<WorkerMessage>>>,
+    epochs: EpochFilter,
+    /// Index of the address that worked last: the next search starts there.
+    start: usize,
+}
+
 /// Connects, serves and reconnects until `shutdown` is cancelled. The delay
-/// between attempts starts at 100 ms, doubles up to `reconnect_max`, and is
-/// reset once a registration succeeds.
+/// between rounds through the address list starts at 100 ms, doubles up
+/// to `reconnect_max`, and is reset once a registration succeeds. Tasks
+/// run under `shutdown`, not under a connection: only stopping the worker
+/// (or a `TaskCancel`, or their deadline) cancels them.
 pub async fn run(worker: Worker, shutdown: CancellationToken) {
     let mut backoff = Backoff::new(worker.reconnect_max);
+    let (sender, queued) = mpsc::channel(WRITE_QUEUE);
+    let mut carried = Carried {
+        sender,
+        queued: Arc::new(Mutex::new(queued)),
+        epochs: EpochFilter::default(),
+        start: 0,
+    };
     loop {
-        let attempt = tokio::select! {
+        let found = tokio::select! {
             _ = shutdown.cancelled() => break,
-            attempt = tokio::time::timeout(HANDSHAKE_TIMEOUT, worker.connect_and_register()) => {
-                attempt.unwrap_or(Err(ConnectionError::HandshakeTimeout(HANDSHAKE_TIMEOUT)))
-            }
+            found = worker.find_leader(&mut carried) => found,
         };
-        match attempt {
-            Ok(conn) => {
+        match found {
+            Ok((conn, addr)) => {
                 backoff.reset();
-                let end = worker.serve(conn, &shutdown).await;
-                worker.log_end(end, &shutdown);
+                let end = worker.serve(conn, &addr, &mut carried, &shutdown).await;
+                worker.log_end(&addr, end, &shutdown);
             }
-            Err(e) => worker.log_failure(&e),
+            Err(e) => worker.log_failure("", &e),
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -100,26 +153,74 @@ pub async fn run(worker: Worker, shutdown: CancellationToken) {
 }
 
 impl Worker {
-    async fn connect_and_register(&self) -> Result<Connection, ConnectionError> {
-        let stream = self.transport.connect().await?;
+    /// One round through the address list, from the one that worked last,
+    /// going to the leader a standby names; returns the first registered
+    /// connection and its address, or the last failure.
+    async fn find_leader(
+        &self,
+        carried: &mut Carried,
+    ) -> Result<(Connection, String), ConnectionError> {
+        let mut search = LeaderSearch::new(&self.transport.addrs, carried.start);
+        let mut last = ConnectionError::NoAddress;
+        while let Some(addr) = search.next_addr() {
+            let attempt = tokio::time::timeout(
+                HANDSHAKE_TIMEOUT,
+                self.connect_and_register(&addr, &mut carried.epochs),
+            )
+            .await
+            .unwrap_or(Err(ConnectionError::HandshakeTimeout(HANDSHAKE_TIMEOUT)));
+            match attempt {
+                Ok(conn) => {
+                    carried.start = search.position_of(&addr);
+                    return Ok((conn, addr));
+                }
+                Err(e) => {
+                    self.log_failure(&addr, &e);
+                    if let ConnectionError::NotLeader {
+                        leader: Some(leader),
+                        ..
+                    } = &e
+                    {
+                        if let Some(to) = &leader.worker {
+                            search.follow(to);
+                        }
+                    }
+                    last = e;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    async fn connect_and_register(
+        &self,
+        addr: &str,
+        epochs: &mut EpochFilter,
+    ) -> Result<Connection, ConnectionError> {
+        let stream = self.transport.connect(addr).await?;
         let codec = FrameCodec::new(self.max_frame_bytes).dialling(Role::Worker);
         let mut conn = Framed::new(stream, codec);
         let token = self.transport.token.as_ref().map(Secret::expose);
         conn.send(WorkerMessage::Hello(Hello::new(Role::Worker, token)))
             .await?;
-        self.expect_hello(&mut conn).await?;
+        self.expect_hello(&mut conn, addr).await?;
+        let mut running = self.pool.ledger().unreported();
+        running.truncate(self.capacity as usize);
+        let claims = running.len();
         let register = WorkerMessage::Register {
             worker_id: self.worker_id.clone(),
             capacity: self.capacity,
             task_types: self.pool.task_types(),
+            running,
         };
         conn.send(register).await?;
-        self.expect_registered(&mut conn).await?;
-        info!(self.log, "registered"; "coordinator" => &self.coordinator, "capacity" => self.capacity);
+        self.expect_registered(&mut conn, addr, epochs).await?;
+        info!(self.log, "registered"; "coordinator" => addr, "capacity" => self.capacity,
+              "claims" => claims, "epoch" => epochs.newest());
         Ok(conn)
     }
 
-    async fn expect_hello(&self, conn: &mut Connection) -> Result<(), ConnectionError> {
+    async fn expect_hello(&self, conn: &mut Connection, addr: &str) -> Result<(), ConnectionError> {
         loop {
             match next_frame(conn).await? {
                 CoordinatorToWorker::Hello(h) if h.protocol_version == PROTOCOL_VERSION => {
@@ -131,23 +232,60 @@ impl Worker {
                         theirs: h.protocol_version,
                     })
                 }
+                CoordinatorToWorker::NotLeader { leader } => {
+                    return Err(ConnectionError::NotLeader {
+                        addr: addr.to_string(),
+                        leader: leader.map(Box::new),
+                    })
+                }
                 other => self.unexpected(other, "Hello")?,
             }
         }
     }
 
-    async fn expect_registered(&self, conn: &mut Connection) -> Result<(), ConnectionError> {
+    async fn expect_registered(
+        &self,
+        conn: &mut Connection,
+        addr: &str,
+        epochs: &mut EpochFilter,
+    ) -> Result<(), ConnectionError> {
         loop {
-            match next_frame(conn).await? {
-                CoordinatorToWorker::Registered { worker_id } if worker_id == self.worker_id => {
-                    return Ok(())
+            let frame = next_frame(conn).await?;
+            let admitted = epochs.admit_frame(&frame);
+            self.observe(addr, &frame, admitted, epochs);
+            match frame {
+                CoordinatorToWorker::Registered { epoch, .. } if !admitted => {
+                    return Err(ConnectionError::StaleEpoch {
+                        addr: addr.to_string(),
+                        theirs: epoch,
+                        newest: epochs.newest(),
+                    })
                 }
-                CoordinatorToWorker::Registered { worker_id } => {
-                    warn!(self.log, "registered under another id"; "theirs" => %worker_id);
+                CoordinatorToWorker::Registered { worker_id, .. } => {
+                    if worker_id != self.worker_id {
+                        warn!(self.log, "registered under another id"; "theirs" => %worker_id);
+                    }
                     return Ok(());
                 }
                 other => self.unexpected(other, "Registered")?,
             }
+        }
+    }
+
+    fn observe(
+        &self,
+        addr: &str,
+        frame: &CoordinatorToWorker,
+        acted_on: bool,
+        epochs: &EpochFilter,
+    ) {
+        if let Some(observer) = &self.observer {
+            observer(&ReceivedFrame {
+                from: addr.to_string(),
+                frame: frame.clone(),
+                acted_on,
+                newest_epoch: epochs.newest(),
+            });
         }
     }
 
@@ -166,25 +304,40 @@ impl Worker {
         }
     }
 
-    /// Runs one registered connection until it ends. On return the writer,
-    /// the heartbeat and every task started on this connection are stopped:
-    /// their leases die with the connection.
+    /// Runs one registered connection until it ends. On return its writer
+    /// and heartbeat are stopped; the tasks go on, and frames not yet
+    /// written stay queued for the next connection (unless the worker is
+    /// stopping: then they are written first, for at most `FLUSH_TIMEOUT`).
     async fn serve(
         &self,
         conn: Connection,
+        addr: &str,
+        carried: &mut Carried,
         shutdown: &CancellationToken,
     ) -> Result<(), ConnectionError> {
         let (sink, stream) = conn.split();
-        let (frames, queued) = mpsc::channel(WRITE_QUEUE);
+        let frames = carried.sender.clone();
         let live = shutdown.child_token();
-        let writer = tokio::spawn(write_frames(sink, queued, live.clone()));
+        let writer = tokio::spawn(write_frames(
+            sink,
+            carried.queued.clone(),
+            self.pool.ledger(),
+            live.clone(),
+            shutdown.clone(),
+        ));
         let beat = tokio::spawn(heartbeat::run(self.heartbeat, frames.clone(), live.clone()));
         let announce = tokio::spawn(announce_draining(
             self.pool.draining().clone(),
             frames.clone(),
             live.clone(),
         ));
-        let read = self.read_frames(stream, &frames, &live).await;
+        let reading = Reading {
+            addr,
+            frames: &frames,
+            live: &live,
+            tasks: shutdown,
+        };
+        let read = self.read_frames(stream, reading, &mut carried.epochs).await;
         live.cancel();
         let _ = beat.await;
         let _ = announce.await;
@@ -198,21 +351,30 @@ impl Worker {
     async fn read_frames(
         &self,
         mut stream: SplitStream<Connection>,
-        frames: &mpsc::Sender<WorkerMessage>,
-        live: &CancellationToken,
+        r: Reading<'_>,
+        epochs: &mut EpochFilter,
     ) -> Result<(), ConnectionError> {
         loop {
             let frame = tokio::select! {
-                _ = live.cancelled() => return Ok(()),
+                _ = r.live.cancelled() => return Ok(()),
                 frame = stream.next() => frame,
             };
-            match frame.ok_or(ConnectionError::Closed)?? {
+            let frame = frame.ok_or(ConnectionError::Closed)??;
+            let admitted = epochs.admit_frame(&frame);
+            self.observe(r.addr, &frame, admitted, epochs);
+            if !admitted {
+                warn!(self.log, "frame of an older epoch ignored"; "coordinator" => r.addr,
+                      "frame" => frame_name(&frame), "newest_epoch" => epochs.newest());
+                continue;
+            }
+            match frame {
                 CoordinatorToWorker::TaskAssign {
                     job_id,
                     lease,
                     task_type,
                     payload,
                     timeout_ms,
+                    ..
                 } => {
                     let assignment = Assignment {
                         job_id,
@@ -221,9 +383,9 @@ impl Worker {
                         payload,
                         timeout_ms,
                     };
-                    self.assign(assignment, live, frames).await;
+                    self.assign(assignment, r.tasks, r.frames).await;
                 }
-                CoordinatorToWorker::TaskCancel { job_id, lease } => {
+                CoordinatorToWorker::TaskCancel { job_id, lease, .. } => {
                     let found = self.pool.cancel(job_id, lease);
                     debug!(self.log, "task cancel"; "job" => %job_id, "lease" => %lease, "was_running" => found);
                 }
@@ -239,14 +401,14 @@ impl Worker {
     async fn assign(
         &self,
         a: Assignment,
-        live: &CancellationToken,
+        tasks: &CancellationToken,
         frames: &mpsc::Sender<WorkerMessage>,
     ) {
         let (job_id, lease) = (a.job_id, a.lease);
         let why = if self.pool.draining().is_cancelled() {
             "is draining".to_string()
         } else {
-            match self.pool.assign(a, live, frames.clone()) {
+            match self.pool.assign(a, tasks, frames.clone()) {
                 Ok(()) => return,
                 Err(full) => full.to_string(),
             }
@@ -257,29 +419,54 @@ impl Worker {
             lease,
             outcome: TaskOutcome::failed(format!("worker {} {why}", self.worker_id)),
         };
+        self.pool.ledger().finished(job_id, lease, refusal.clone());
         let _ = frames.send(refusal).await;
     }
 
-    fn log_end(&self, end: Result<(), ConnectionError>, shutdown: &CancellationToken) {
+    fn log_end(&self, addr: &str, end: Result<(), ConnectionError>, shutdown: &CancellationToken) {
         match end {
             Ok(()) if shutdown.is_cancelled() => info!(self.log, "connection closed for shutdown"),
-            Ok(()) => warn!(self.log, "connection ended"),
-            Err(e) => self.log_failure(&e),
+            Ok(()) => warn!(self.log, "connection ended"; "coordinator" => addr),
+            Err(e) => self.log_failure(addr, &e),
         }
     }
 
-    fn log_failure(&self, e: &ConnectionError) {
+    fn log_failure(&self, addr: &str, e: &ConnectionError) {
         match e {
             ConnectionError::Refused(message) => {
-                error!(self.log, "coordinator refused the connection"; "coordinator" => &self.coordinator, "message" => message)
+                error!(self.log, "coordinator refused the connection"; "coordinator" => addr, "message" => message)
             }
             ConnectionError::VersionMismatch { .. } => {
-                error!(self.log, "protocol version mismatch"; "coordinator" => &self.coordinator, "reason" => %e)
+                error!(self.log, "protocol version mismatch"; "coordinator" => addr, "reason" => %e)
+            }
+            ConnectionError::NotLeader { .. } => {
+                info!(self.log, "coordinator is a standby"; "coordinator" => addr, "reason" => %e)
             }
             _ => {
-                warn!(self.log, "connection to coordinator failed"; "coordinator" => &self.coordinator, "reason" => %e)
+                warn!(self.log, "connection to coordinator failed"; "coordinator" => addr, "reason" => %e)
             }
         }
+    }
+}
+
+/// What reading one connection's frames needs.
+struct Reading<'a> {
+    addr: &'a str,
+    frames: &'a mpsc::Sender<WorkerMessage>,
+    /// Cancelled when the connection ends.
+    live: &'a CancellationToken,
+    /// The parent of every task's token: the worker's stop.
+    tasks: &'a CancellationToken,
+}
+
+fn frame_name(frame: &CoordinatorToWorker) -> &'static str {
+    match frame {
+        CoordinatorToWorker::Hello(_) => "Hello",
+        CoordinatorToWorker::Registered { .. } => "Registered",
+        CoordinatorToWorker::TaskAssign { .. } => "TaskAssign",
+        CoordinatorToWorker::TaskCancel { .. } => "TaskCancel",
+        CoordinatorToWorker::Error { .. } => "Error",
+        CoordinatorToWorker::NotLeader { .. } => "NotLeader",
     }
 }
 
@@ -305,30 +492,51 @@ async fn announce_draining(
     }
 }
 
-/// The only writer of the socket, so frames never interleave. Stops when
-/// `live` is cancelled (then writes what is already queued, for at most
-/// `FLUSH_TIMEOUT`, and closes the socket) or on a write error (then
-/// cancels `live`, which ends the reader too).
+/// The only writer of the socket, so frames never interleave. First it
+/// writes the results `ledger` keeps (those a lost connection may have
+/// swallowed), then what is queued, skipping results already written.
+/// Stops when `live` is cancelled or on a write error (then cancels
+/// `live`, which ends the reader too). Frames it has not taken stay queued
+/// for the next connection's writer, unless the worker is stopping
+/// (`stopping` cancelled): then what is queued is written first, for at
+/// most `FLUSH_TIMEOUT`, and the socket closed. Each result flushed is
+/// marked in `ledger`, so the next `Register` no longer lists its attempt.
 async fn write_frames(
     mut sink: SplitSink<Connection, WorkerMessage>,
-    mut queued: mpsc::Receiver<WorkerMessage>,
+    queued: Arc<Mutex<mpsc::Receiver<WorkerMessage>>>,
+    ledger: Ledger,
     live: CancellationToken,
+    stopping: CancellationToken,
 ) -> Result<(), ProtocolError> {
+    let mut queued = queued.lock().await;
+    if let Err(e) = write_batch(&mut sink, ledger.results(), &ledger).await {
+        live.cancel();
+        return Err(e);
+    }
     loop {
         let frame = tokio::select! {
             _ = live.cancelled() => break,
             frame = queued.recv() => frame,
         };
-        let Some(frame) = frame else { break };
-        if let Err(e) = write_queued(&mut sink, frame, &mut queued).await {
+        let Some(first) = frame else { break };
+        let mut batch = vec![first];
+        while let Ok(frame) = queued.try_recv() {
+            batch.push(frame);
+        }
+        if let Err(e) = write_batch(&mut sink, batch, &ledger).await {
             live.cancel();
             return Err(e);
         }
     }
+    if !stopping.is_cancelled() {
+        return Ok(());
+    }
     let flush = async {
+        let mut rest = Vec::new();
         while let Ok(frame) = queued.try_recv() {
-            sink.feed(frame).await?;
+            rest.push(frame);
         }
+        write_batch(&mut sink, rest, &ledger).await?;
         sink.close().await
     };
     tokio::time::timeout(FLUSH_TIMEOUT, flush)
@@ -336,18 +544,30 @@ async fn write_frames(
         .unwrap_or(Ok(()))
 }
 
-/// Writes `first` and every frame already queued behind it, then flushes
-/// once, so a burst of results shares one write to the socket.
-async fn write_queued(
+/// Writes `frames` and flushes once, so a burst of results shares one
+/// write to the socket. A result whose attempt the ledger no longer holds
+/// was written before and is skipped; the others are marked written once
+/// the flush succeeds.
+async fn write_batch(
     sink: &mut SplitSink<Connection, WorkerMessage>,
-    first: WorkerMessage,
-    queued: &mut mpsc::Receiver<WorkerMessage>,
+    frames: Vec<WorkerMessage>,
+    ledger: &Ledger,
 ) -> Result<(), ProtocolError> {
-    sink.feed(first).await?;
-    while let Ok(frame) = queued.try_recv() {
+    let mut results = Vec::new();
+    for frame in frames {
+        if let WorkerMessage::TaskResult { job_id, lease, .. } = &frame {
+            if !ledger.holds(*job_id, *lease) || results.contains(&(*job_id, *lease)) {
+                continue;
+            }
+            results.push((*job_id, *lease));
+        }
         sink.feed(frame).await?;
     }
-    sink.flush().await
+    sink.flush().await?;
+    for (job_id, lease) in results {
+        ledger.reported(job_id, lease);
+    }
+    Ok(())
 }
 
 /// Capped exponential backoff between connection attempts.

@@ -14,6 +14,7 @@ mod allow;
 mod builder;
 mod connection;
 pub mod drain;
+pub mod epoch;
 mod exec;
 mod heartbeat;
 mod output;
@@ -31,6 +32,7 @@ pub use allow::{AllowList, NotAllowed, ResolveError};
 pub use builder::{BuildError, Worker, WorkerBuilder};
 pub use connection::ConnectionError;
 pub use drain::Shutdown;
+pub use epoch::{EpochFilter, FrameObserver, ReceivedFrame};
 pub use exec::ExecTask;
 pub use progress::{ProgressReporter, PROGRESS_INTERVAL};
 pub use tasks::{decode_payload, TaskContext, TaskError, TaskHandler, TaskRegistry, Threads};
@@ -66,9 +68,20 @@ impl WorkerHandle {
 
     /// [`WorkerHandle::spawn`] running exactly the task types of `registry`.
     pub fn spawn_with_registry(
+        config: WorkerConfig,
+        registry: TaskRegistry,
+        log: Logger,
+    ) -> WorkerHandle {
+        WorkerHandle::spawn_observed(config, registry, log, None)
+    }
+
+    /// [`WorkerHandle::spawn_with_registry`] telling `observer` about every
+    /// frame the worker receives (see [`FrameObserver`]).
+    pub fn spawn_observed(
         mut config: WorkerConfig,
         registry: TaskRegistry,
         log: Logger,
+        observer: Option<FrameObserver>,
     ) -> WorkerHandle {
         let worker_id = resolve_worker_id(&config);
         config.worker_id = worker_id.0.clone();
@@ -77,7 +90,7 @@ impl WorkerHandle {
         let thread_log = log.clone();
         let thread = std::thread::Builder::new()
             .name(format!("taskyard-{worker_id}"))
-            .spawn(move || run_on_own_runtime(config, registry, thread_log, token));
+            .spawn(move || run_on_own_runtime(config, registry, thread_log, token, observer));
         let thread = thread
             .map_err(|e| error!(log, "cannot start worker thread"; "error" => %e))
             .ok();
@@ -130,6 +143,7 @@ fn run_on_own_runtime(
     registry: TaskRegistry,
     log: Logger,
     shutdown: Shutdown,
+    observer: Option<FrameObserver>,
 ) {
     // One thread: blocking handlers run on the task runtime, and the
     // connection's own work (frames, heartbeat, non-blocking handlers) is
@@ -138,7 +152,7 @@ fn run_on_own_runtime(
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(run_with_registry(config, registry, log, shutdown)),
+        Ok(runtime) => runtime.block_on(run_observed(config, registry, log, shutdown, observer)),
         Err(e) => error!(log, "cannot start worker runtime"; "error" => %e),
     }
 }
@@ -159,19 +173,46 @@ pub async fn run_with_registry(
     log: Logger,
     shutdown: Shutdown,
 ) {
+    run_observed(config, registry, log, shutdown, None).await
+}
+
+/// [`run_with_registry`] telling `observer` about every frame received.
+pub async fn run_observed(
+    config: WorkerConfig,
+    registry: TaskRegistry,
+    log: Logger,
+    shutdown: Shutdown,
+    observer: Option<FrameObserver>,
+) {
     match TaskRuntime::dedicated(config.capacity) {
-        Ok(tasks) => run_with_task_runtime(config, registry, tasks, log, shutdown).await,
+        Ok(tasks) => {
+            let run = Run {
+                config,
+                registry,
+                tasks,
+                observer,
+            };
+            run_with_task_runtime(run, log, shutdown).await
+        }
         Err(e) => error!(log, "cannot start the task runtime"; "error" => %e),
     }
 }
 
-async fn run_with_task_runtime(
+/// Everything one worker run is made of.
+struct Run {
     config: WorkerConfig,
     registry: TaskRegistry,
     tasks: TaskRuntime,
-    log: Logger,
-    shutdown: Shutdown,
-) {
+    observer: Option<FrameObserver>,
+}
+
+async fn run_with_task_runtime(run: Run, log: Logger, shutdown: Shutdown) {
+    let Run {
+        config,
+        registry,
+        tasks,
+        observer,
+    } = run;
     let worker_id = resolve_worker_id(&config);
     let log = log.new(o!("worker" => worker_id.to_string()));
     info!(log, "worker starting"; "coordinator" => &config.coordinator, "task_types" => registry.task_types().join(","));
@@ -200,7 +241,7 @@ async fn run_with_task_runtime(
     let worker = connection::Worker {
         pool,
         transport,
-        coordinator: config.coordinator,
+        observer,
         worker_id,
         capacity: config.capacity,
         heartbeat: Duration::from_millis(config.heartbeat_interval_millis),

@@ -4,8 +4,8 @@
 use super::*;
 use crate::protocol::payloads::encode_json;
 use crate::protocol::{
-    CoordinatorToWorker, FrameCodec, Hello, JobId, LeaseId, ProtocolError, Role, TaskOutcome,
-    WorkerMessage,
+    CoordinatorToWorker, FrameCodec, Hello, JobId, LeaseId, ProtocolError, Role, RunningAttempt,
+    TaskOutcome, WorkerMessage,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 mod blocking;
 mod capacity;
+mod follow;
 
 type Peer = Framed<TcpStream, FrameCodec<WorkerMessage, CoordinatorToWorker>>;
 type Lines = Arc<Mutex<Vec<(Level, String)>>>;
@@ -87,8 +88,27 @@ impl Harness {
         tasks: TaskRuntime,
     ) -> Harness {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        Harness::start_on(
+            listener, &addr, worker_id, capacity, heartbeat, registry, tasks, None,
+        )
+    }
+
+    /// A worker whose `coordinator` list is `coordinators`, with `listener`
+    /// the in-test coordinator (one of them, or the leader they name).
+    #[allow(clippy::too_many_arguments)]
+    fn start_on(
+        listener: TcpListener,
+        coordinators: &str,
+        worker_id: &str,
+        capacity: u32,
+        heartbeat: Duration,
+        registry: TaskRegistry,
+        tasks: TaskRuntime,
+        observer: Option<FrameObserver>,
+    ) -> Harness {
         let config = WorkerConfig {
-            coordinator: listener.local_addr().expect("addr").to_string(),
+            coordinator: coordinators.to_string(),
             worker_id: worker_id.to_string(),
             capacity,
             heartbeat_interval_millis: heartbeat.as_millis() as u64,
@@ -97,10 +117,14 @@ impl Harness {
         };
         let (log, lines) = capturing_logger();
         let shutdown = CancellationToken::new();
-        let worker = tokio::spawn(run_with_task_runtime(
+        let run = Run {
             config,
             registry,
             tasks,
+            observer,
+        };
+        let worker = tokio::spawn(run_with_task_runtime(
+            run,
             log,
             Shutdown {
                 stop: shutdown.clone(),
@@ -139,6 +163,7 @@ impl Harness {
             &mut peer,
             CoordinatorToWorker::Registered {
                 worker_id: worker_id.clone(),
+                epoch: 0,
             },
         )
         .await;
@@ -199,6 +224,7 @@ fn assign(task_type: &str, payload: Value) -> (JobId, LeaseId, CoordinatorToWork
         task_type: task_type.into(),
         payload: encode_json(&payload),
         timeout_ms: 60_000,
+        epoch: 0,
     };
     (job_id, lease, frame)
 }
@@ -222,7 +248,9 @@ async fn hello_then_register_with_generated_id_capacity_and_sorted_types() {
             worker_id,
             capacity,
             task_types,
+            running,
         }) => {
+            assert!(running.is_empty(), "a fresh worker holds nothing");
             assert!(
                 worker_id.0.starts_with("worker-") && worker_id.0.len() == 15,
                 "{worker_id}"
@@ -292,6 +320,7 @@ async fn cancelled_task_sends_no_result_and_frees_its_slot() {
         CoordinatorToWorker::TaskCancel {
             job_id: sleep_job,
             lease: sleep_lease,
+            epoch: 0,
         },
     )
     .await;
@@ -332,22 +361,31 @@ async fn heartbeats_arrive_every_interval() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn lost_connection_cancels_tasks_and_reregisters_under_the_same_id() {
+async fn lost_connection_keeps_tasks_and_the_next_register_lists_them() {
     let h = Harness::start("", 1).await;
     let (mut peer, first) = h.accept_registered().await;
-    let (_, _, frame) = assign("sleep", json!({"millis": 60_000}));
+    let (job_id, lease, frame) = assign("sleep", json!({"millis": 5_000}));
     send(&mut peer, frame).await;
     drop(peer);
     let (mut peer, second) = h.accept_registered().await;
-    assert_eq!(first, second, "same id, capacity and task types");
-    let (job_id, lease, frame) = assign("echo", json!({"message": "again"}));
-    send(&mut peer, frame).await;
-    let start = Instant::now();
-    let expected = result(job_id, lease, TaskOutcome::Succeeded(b"again".to_vec()));
-    assert_eq!(next_non_heartbeat(&mut peer).await, expected);
+    let WorkerMessage::Register {
+        worker_id, running, ..
+    } = &second
+    else {
+        panic!("expected Register, got {second:?}");
+    };
+    assert!(matches!(&first, WorkerMessage::Register { worker_id: id, .. } if id == worker_id));
+    assert_eq!(running, &[RunningAttempt { job_id, lease }]);
+    assert_eq!(
+        next_non_heartbeat(&mut peer).await,
+        result(job_id, lease, TaskOutcome::Succeeded(Vec::new())),
+        "the attempt went on and reports on the new connection"
+    );
+    drop(peer);
+    let (_peer, third) = h.accept_registered().await;
     assert!(
-        start.elapsed() < Duration::from_secs(30),
-        "the doomed 60 s sleep released its slot"
+        matches!(third, WorkerMessage::Register { ref running, .. } if running.is_empty()),
+        "a reported attempt is not listed again: {third:?}"
     );
     h.stop().await;
 }

@@ -2,7 +2,7 @@
 //! under its own cancellation token keyed by (job, lease), on the task
 //! runtime — or, for task types that never block, on the connection's.
 
-use crate::protocol::{JobId, LeaseId, TaskOutcome, WorkerId, WorkerMessage};
+use crate::protocol::{JobId, LeaseId, RunningAttempt, TaskOutcome, WorkerId, WorkerMessage};
 use crate::worker::progress;
 use crate::worker::task_runtime::TaskRuntime;
 use crate::worker::tasks::{TaskContext, TaskHandler, TaskRegistry, Threads};
@@ -70,6 +70,8 @@ struct Slots {
     capacity: usize,
     permits: Arc<Semaphore>,
     running: Arc<Mutex<HashMap<Key, CancellationToken>>>,
+    /// Attempts whose result has not been written to a connection yet.
+    unreported: Ledger,
     /// Attempts started and not yet completely finished (result queued or
     /// dropped, clean-up done).
     in_flight: Arc<watch::Sender<usize>>,
@@ -77,6 +79,65 @@ struct Slots {
     limits: PoolLimits,
     worker_id: WorkerId,
     log: Logger,
+}
+
+/// The attempts a worker holds whose result no connection has written yet:
+/// running, or finished with the result kept here until a writer has
+/// flushed it. A new connection lists them in its `Register`, so that a
+/// new coordinator re-attaches them instead of running them again, and
+/// writes the kept results first: a result lost with a connection (taken
+/// from the queue, then the write failed) is sent again. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Ledger(Arc<Mutex<HashMap<Key, Option<WorkerMessage>>>>);
+
+impl Ledger {
+    fn held(&self) -> MutexGuard<'_, HashMap<Key, Option<WorkerMessage>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn hold(&self, key: Key) {
+        self.held().insert(key, None);
+    }
+
+    /// The attempt (job, lease) ended with `result`, a `TaskResult` about
+    /// to be queued: kept until it is written.
+    pub fn finished(&self, job_id: JobId, lease: LeaseId, result: WorkerMessage) {
+        self.held().insert((job_id, lease), Some(result));
+    }
+
+    /// The result of (job, lease) was written to a connection (or the
+    /// attempt was cancelled): it is no longer held.
+    pub fn reported(&self, job_id: JobId, lease: LeaseId) {
+        self.held().remove(&(job_id, lease));
+    }
+
+    /// True while the attempt is held: a queued result of an attempt no
+    /// longer held was written already.
+    pub fn holds(&self, job_id: JobId, lease: LeaseId) -> bool {
+        self.held().contains_key(&(job_id, lease))
+    }
+
+    /// Every attempt held, by job id.
+    pub fn unreported(&self) -> Vec<RunningAttempt> {
+        let mut held: Vec<RunningAttempt> = self
+            .held()
+            .keys()
+            .map(|&(job_id, lease)| RunningAttempt { job_id, lease })
+            .collect();
+        held.sort_by_key(|a| a.job_id);
+        held
+    }
+
+    /// The results kept, by job id.
+    pub fn results(&self) -> Vec<WorkerMessage> {
+        let held = self.held();
+        let mut kept: Vec<(&Key, &WorkerMessage)> = held
+            .iter()
+            .filter_map(|(key, result)| Some((key, result.as_ref()?)))
+            .collect();
+        kept.sort_by_key(|(key, _)| **key);
+        kept.into_iter().map(|(_, result)| result.clone()).collect()
+    }
 }
 
 /// The pool's controls for draining, usable while the connection owns the pool.
@@ -102,6 +163,7 @@ impl TaskPool {
             capacity: capacity as usize,
             permits: Arc::new(Semaphore::new(capacity as usize)),
             running: Arc::default(),
+            unreported: Ledger::default(),
             in_flight: Arc::new(watch::Sender::new(0)),
             draining: CancellationToken::new(),
             limits,
@@ -122,6 +184,11 @@ impl TaskPool {
         self.slots.registry.task_types()
     }
 
+    /// The attempts whose results are not written yet; see [`Ledger`].
+    pub fn ledger(&self) -> Ledger {
+        self.slots.unreported.clone()
+    }
+
     /// Cancelled once the worker drains: no new attempt is accepted.
     pub fn draining(&self) -> &CancellationToken {
         &self.slots.draining
@@ -129,8 +196,10 @@ impl TaskPool {
 
     /// Starts the attempt in the background. It waits for a free slot, runs,
     /// and sends exactly one `TaskResult` to `results` unless its token (a
-    /// child of `parent`) is cancelled first — by `cancel`, the connection
-    /// ending or its deadline passing — in which case it sends nothing.
+    /// child of `parent`) is cancelled first — by `cancel`, the worker
+    /// stopping or its deadline passing — in which case it sends nothing.
+    /// A lost connection does not stop it: its result waits in `results`
+    /// for the next connection.
     /// A second assignment of a (job, lease) already running is ignored.
     /// One beyond the capacity (every slot holds an attempt whose result
     /// is not yet sent) is a coordinator's protocol error: it is refused
@@ -161,6 +230,7 @@ impl TaskPool {
                 });
             }
             running.insert(key, token.clone());
+            self.slots.unreported.hold(key);
         }
         debug!(log, "task assigned"; "task_type" => &a.task_type);
         self.slots.in_flight.send_modify(|n| *n += 1);
@@ -174,9 +244,11 @@ impl TaskPool {
         Ok(())
     }
 
-    /// Cancels the attempt under `lease`; no result will be sent for it.
+    /// Cancels the attempt under `lease`; no result will be sent for it
+    /// (one already queued may still go: the coordinator drops it).
     /// Returns false when no such attempt is running (already finished).
     pub fn cancel(&self, job_id: JobId, lease: LeaseId) -> bool {
+        self.slots.unreported.reported(job_id, lease);
         let token = self.slots.running().remove(&(job_id, lease));
         token.map(|t| t.cancel()).is_some()
     }
@@ -260,11 +332,18 @@ impl Slots {
                     lease,
                     outcome: fit_in_frame(outcome, self.limits.max_frame_bytes),
                 };
+                // While no connection is up the result waits here; the
+                // ledger keeps a copy until a writer has written it.
+                self.unreported.finished(job_id, lease, result.clone());
                 if results.send(result).await.is_err() {
-                    debug!(log, "connection gone; result dropped");
+                    debug!(log, "worker stopping; result dropped");
+                    self.unreported.reported(job_id, lease);
                 }
             }
-            _ => debug!(log, "task cancelled; no result sent"),
+            _ => {
+                debug!(log, "task cancelled; no result sent");
+                self.unreported.reported(job_id, lease);
+            }
         }
     }
 

@@ -4,7 +4,6 @@
 use crate::config::WorkerConfig;
 use crate::security::{tls, Secret};
 use crate::worker::ConnectionError;
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -16,9 +15,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> CoordinatorStream for T {}
 
 /// Where and how to connect; built once from the config.
 pub struct Transport {
-    pub addr: String,
+    /// The coordinators to try, in order (`coordinator`, a list).
+    pub addrs: Vec<String>,
     pub token: Option<Secret>,
-    tls: Option<(TlsConnector, ServerName<'static>)>,
+    tls: Option<Tls>,
+}
+
+struct Tls {
+    connector: TlsConnector,
+    /// `tls-server-name`; empty: the host of each address.
+    server_name: String,
 }
 
 impl Transport {
@@ -27,38 +33,43 @@ impl Transport {
         let token = config
             .secret()
             .map_err(|(key, reason)| format!("{key}: {reason}"))?;
+        let addrs = crate::protocol::parse_address_list(&config.coordinator)
+            .map_err(|e| format!("coordinator: {e}"))?;
         let tls = if config.tls_ca.as_os_str().is_empty() {
             None
         } else {
             let connector = tls::connector(&config.tls_ca).map_err(|e| format!("tls-ca: {e}"))?;
-            let name = tls::server_name(&config.tls_server_name, &config.coordinator)
-                .map_err(|e| format!("tls-server-name: {e}"))?;
-            Some((connector, name))
+            for addr in &addrs {
+                tls::server_name(&config.tls_server_name, addr)
+                    .map_err(|e| format!("tls-server-name: {e}"))?;
+            }
+            Some(Tls {
+                connector,
+                server_name: config.tls_server_name.clone(),
+            })
         };
-        Ok(Transport {
-            addr: config.coordinator.clone(),
-            token,
-            tls,
-        })
+        Ok(Transport { addrs, token, tls })
     }
 
-    /// Opens a connection, with the TLS handshake done when configured.
-    pub async fn connect(&self) -> Result<Box<dyn CoordinatorStream>, ConnectionError> {
-        let stream =
-            TcpStream::connect(&self.addr)
-                .await
-                .map_err(|source| ConnectionError::Connect {
-                    addr: self.addr.clone(),
-                    source,
-                })?;
+    /// Opens a connection to `addr`, with the TLS handshake done when configured.
+    pub async fn connect(&self, addr: &str) -> Result<Box<dyn CoordinatorStream>, ConnectionError> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|source| ConnectionError::Connect {
+                addr: addr.to_string(),
+                source,
+            })?;
         let _ = stream.set_nodelay(true);
-        let Some((connector, name)) = &self.tls else {
+        let Some(tls) = &self.tls else {
             return Ok(Box::new(stream));
         };
-        let tls = connector
-            .connect(name.clone(), stream)
+        let name = tls::server_name(&tls.server_name, addr)
+            .map_err(|e| ConnectionError::Refused(format!("tls-server-name: {e}")))?;
+        let stream = tls
+            .connector
+            .connect(name, stream)
             .await
             .map_err(|e| ConnectionError::Refused(format!("TLS handshake failed: {e}")))?;
-        Ok(Box::new(tls))
+        Ok(Box::new(stream))
     }
 }

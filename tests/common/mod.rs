@@ -13,6 +13,7 @@ pub mod raw_client;
 pub mod raw_worker;
 pub mod rng;
 pub mod sessions;
+pub mod standby;
 pub mod tasks;
 pub mod tls;
 

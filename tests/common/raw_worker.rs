@@ -7,8 +7,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 use taskyard::protocol::{
-    CoordinatorToWorker, FrameCodec, Hello, JobId, LeaseId, Role, TaskOutcome, WorkerId,
-    WorkerMessage, DEFAULT_MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    CoordinatorToWorker, FrameCodec, Hello, JobId, LeaseId, Role, RunningAttempt, TaskOutcome,
+    WorkerId, WorkerMessage, DEFAULT_MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use tokio_util::codec::{Decoder, Encoder};
 
@@ -66,11 +66,23 @@ impl RawWorker {
         capacity: u32,
         task_types: Vec<String>,
     ) -> Option<CoordinatorToWorker> {
+        self.send_register_claiming(capacity, task_types, Vec::new())
+    }
+
+    /// `send_register` listing `running`, the attempts this worker says
+    /// it still holds.
+    pub fn send_register_claiming(
+        &mut self,
+        capacity: u32,
+        task_types: Vec<String>,
+        running: Vec<RunningAttempt>,
+    ) -> Option<CoordinatorToWorker> {
         self.registering_at = Instant::now();
         self.send(WorkerMessage::Register {
             worker_id: self.worker_id.clone(),
             capacity,
             task_types,
+            running,
         });
         self.recv(Duration::from_secs(5))
     }

@@ -23,8 +23,14 @@ impl Handler<RegisterWorker> for Coordinator {
         }
         let now = self.now();
         self.sessions.insert(m.session, m.reply_to);
-        self.state
-            .register_worker(m.worker_id, m.session, m.capacity, m.task_types, now);
+        self.state.register_worker_claiming(
+            m.worker_id,
+            m.session,
+            m.capacity,
+            m.task_types,
+            m.running,
+            now,
+        );
         self.state.schedule(now);
         self.finish(None, ctx);
     }

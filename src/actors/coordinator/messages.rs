@@ -3,7 +3,9 @@
 //! durable.
 
 use crate::actors::outbox::{ClientAnswer, QueryAnswer, SendToWorker};
-use crate::protocol::{ClientRequest, JobId, JobState, LeaseId, TaskOutcome, WorkerId};
+use crate::protocol::{
+    ClientRequest, JobId, JobState, LeaseId, RunningAttempt, TaskOutcome, WorkerId,
+};
 use crate::scheduler::{PageCursor, SessionId};
 use actix::{Message, Recipient};
 
@@ -18,6 +20,8 @@ pub struct RegisterWorker {
     pub worker_id: WorkerId,
     pub capacity: u32,
     pub task_types: Vec<String>,
+    /// The attempts the worker still holds; see `CoordinatorState::register_worker_claiming`.
+    pub running: Vec<RunningAttempt>,
 }
 
 /// `WorkerSession` → coordinator: the worker is alive.

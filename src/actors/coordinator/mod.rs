@@ -151,6 +151,15 @@ impl Coordinator {
         self
     }
 
+    /// Stamps `epoch` (the leader lease's, given by whoever won it; 0, the
+    /// default, on SQLite) on every frame to workers: `Registered`,
+    /// `TaskAssign`, `TaskCancel`. A worker ignores assignments and
+    /// cancellations of an epoch older than the newest it has seen.
+    pub fn with_epoch(mut self, epoch: u64) -> Self {
+        self.state.set_epoch(epoch);
+        self
+    }
+
     /// Sets the longest time a batch waits for the results of the last
     /// released round (zero: never wait).
     pub fn with_coalesce_window(mut self, window: Duration) -> Self {
