@@ -108,6 +108,7 @@ impl CoordinatorServer {
             TermLinks {
                 history: Some(history.recipient()),
                 fence_watch: None,
+                epoch: 0,
             },
             &log,
         );
@@ -222,6 +223,9 @@ pub(crate) struct TermLinks {
     pub history: Option<crate::actors::history::HistoryLink>,
     /// Told when a commit is fenced (PostgreSQL).
     pub fence_watch: Option<actix::Recipient<crate::actors::coordinator::Fenced>>,
+    /// The lease's epoch this term won (0 on SQLite), stamped on every
+    /// frame to workers.
+    pub epoch: u64,
 }
 
 /// Starts a term's actors on the current actix system: `Persistence` on
@@ -238,7 +242,8 @@ pub(crate) fn start_term(
     let mut coordinator =
         Coordinator::new(state, clock, PersistenceLink::to(&persistence), log.clone())
             .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
-            .with_expiry(persistence.clone().recipient(), expiry(config));
+            .with_expiry(persistence.clone().recipient(), expiry(config))
+            .with_epoch(links.epoch);
     if let Some(history) = links.history {
         coordinator = coordinator.with_history(history, retention(config));
     }

@@ -209,7 +209,7 @@ fn recover(
     let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
     let summary = state.recover_stored(stored, clock.now());
     info!(log, "recovered"; "store" => store.describe(), "epoch" => epoch,
-          "rows" => summary.loaded, "requeued" => summary.requeued, "failed" => summary.failed,
+          "rows" => summary.loaded, "awaiting_claim" => summary.awaiting_claim, "unclaimable" => summary.unclaimable,
           "millis" => started.elapsed().as_millis() as u64);
     Ok((opened, state, summary))
 }
@@ -266,6 +266,7 @@ impl Handler<Recovered> for Node {
                 .history
                 .map(|readers| History::start_with(readers).recipient()),
             fence_watch: Some(ctx.address().recipient()),
+            epoch: m.epoch,
         };
         let coordinator = start_term(
             &self.config,
