@@ -9,7 +9,8 @@ use common::http::Http;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use taskyard::actors::node::{NodeHandle, StoreOpener, TermStore};
-use taskyard::client::{Client, ClientError};
+use taskyard::client::Client;
+use taskyard::protocol::CoordinatorToClient;
 use taskyard::config::CoordinatorConfig;
 use taskyard::ha::MemoryLease;
 use taskyard::store::JobStore;
@@ -56,11 +57,13 @@ fn wait_leading(node: &NodeHandle, within: Duration) -> Duration {
     );
 }
 
+/// What the node answers a raw `Hello` with: the leader it names in
+/// `NotLeader` (the client library would follow it instead of saying).
 fn not_leader(node: &NodeHandle) -> Option<String> {
-    match Client::connect(&node.client_addr.to_string()) {
-        Err(ClientError::NotLeader { leader, .. }) => leader.map(|l| l.node.clone()),
-        Ok(_) => panic!("expected NotLeader, got a session"),
-        Err(e) => panic!("expected NotLeader, got {e}"),
+    let mut stream = common::raw_client::connect(&node.client_addr.to_string());
+    match common::raw_client::read_frame(&mut stream, Duration::from_secs(5)) {
+        Some(CoordinatorToClient::NotLeader { leader }) => leader.map(|l| l.node),
+        other => panic!("expected NotLeader, got {other:?}"),
     }
 }
 
