@@ -8,9 +8,9 @@ mod common;
 use common::http::Http;
 use std::time::{Duration, Instant};
 use taskyard::actors::node::NodeHandle;
-use taskyard::client::{Client, ClientError};
+use taskyard::client::Client;
 use taskyard::config::{CoordinatorConfig, PostgresUrl, StoreKind};
-use taskyard::protocol::{SubmitAnswer, SubmitRequest};
+use taskyard::protocol::{ClientRequest, CoordinatorToClient, SubmitAnswer, SubmitRequest};
 
 /// Lease length in these tests: takeover after a crash within ~1.5 s.
 const LEASE_MILLIS: u64 = 1500;
@@ -34,10 +34,8 @@ fn start(dir: &std::path::Path, name: &str, url: &str) -> NodeHandle {
 fn wait_leading(node: &NodeHandle, within: Duration) -> Duration {
     let started = Instant::now();
     while started.elapsed() < within {
-        if let Ok(mut c) = Client::connect(&node.client_addr.to_string()) {
-            if c.ping().is_ok() {
-                return started.elapsed();
-            }
+        if common::raw_client::serves(&node.client_addr.to_string()) {
+            return started.elapsed();
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -48,11 +46,8 @@ fn wait_leading(node: &NodeHandle, within: Duration) -> Duration {
 }
 
 fn leader_named_by(node: &NodeHandle) -> Option<String> {
-    match Client::connect(&node.client_addr.to_string()) {
-        Err(ClientError::NotLeader { leader, .. }) => leader.map(|l| l.node.clone()),
-        Ok(_) => panic!("expected NotLeader, got a session"),
-        Err(e) => panic!("expected NotLeader, got {e}"),
-    }
+    common::raw_client::named_leader(&node.client_addr.to_string())
+        .expect("expected NotLeader from a standby")
 }
 
 fn echo(message: &str) -> SubmitRequest {
@@ -189,11 +184,22 @@ fn a_leader_whose_epoch_moved_on_steps_down_at_its_next_commit_and_sends_nothing
     .expect("bump");
     let mut request = echo("held");
     request.idempotency_key = Some("held".into());
-    let answer = client.submit(request);
+    // Raw frames: the client library would send a keyed submission again
+    // after the connection closed (and a later term would accept it).
+    let mut raw = common::raw_client::connect(&a.client_addr.to_string());
+    let hello = common::raw_client::read_frame(&mut raw, Duration::from_secs(5));
+    assert!(matches!(hello, Some(CoordinatorToClient::Hello(_))), "{hello:?}");
+    std::io::Write::write_all(
+        &mut raw,
+        &common::raw_client::request_frame(1, ClientRequest::Submit(request)),
+    )
+    .expect("send the submission");
+    let answer = common::raw_client::read_frame(&mut raw, Duration::from_secs(10));
     assert!(
-        answer.is_err(),
+        !matches!(answer, Some(CoordinatorToClient::Response { .. })),
         "the answer held behind the fenced commit is never sent: {answer:?}"
     );
+    drop(client);
     let stored: i64 = sql
         .query_one(
             "SELECT count(*) FROM taskyard.jobs WHERE idempotency_key = 'held'",
@@ -253,7 +259,7 @@ impl Process {
     }
 
     fn leads(&self) -> bool {
-        Client::connect(&self.client.to_string()).is_ok_and(|mut c| c.ping().is_ok())
+        common::raw_client::serves(&self.client.to_string())
     }
 
     fn wait_leading(&self, within: Duration) -> Duration {

@@ -42,3 +42,30 @@ pub fn read_frame(stream: &mut TcpStream, within: Duration) -> Option<Coordinato
     stream.read_exact(&mut body).ok()?;
     Some(rmp_serde::from_slice(&body).expect("a well-formed frame"))
 }
+
+/// What the coordinator at `addr` answers a `Hello` with, by itself (the
+/// client library would follow a `NotLeader` instead of saying): `None`
+/// when nothing answered within 2 s.
+pub fn hello_answer(addr: &str) -> Option<CoordinatorToClient> {
+    let mut stream =
+        TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_millis(500)).ok()?;
+    stream
+        .write_all(&frame(&ClientMessage::Hello(Hello::new(Role::Client, None))))
+        .ok()?;
+    read_frame(&mut stream, Duration::from_secs(2))
+}
+
+/// The coordinator at `addr` itself serves clients (it leads).
+pub fn serves(addr: &str) -> bool {
+    matches!(hello_answer(addr), Some(CoordinatorToClient::Hello(_)))
+}
+
+/// The leader the coordinator at `addr` names in its `NotLeader`
+/// (`Some(None)`: a standby that knows no leader; `None`: it serves, or
+/// did not answer).
+pub fn named_leader(addr: &str) -> Option<Option<String>> {
+    match hello_answer(addr)? {
+        CoordinatorToClient::NotLeader { leader } => Some(leader.map(|l| l.node)),
+        _ => None,
+    }
+}
