@@ -128,3 +128,30 @@ fn a_leader_whose_epoch_moved_on_steps_down_and_closes_its_sessions() {
     assert!(a.view.read().leader_changes >= 3);
     a.stop();
 }
+
+#[test]
+fn a_leader_stops_serving_when_its_trust_ends_even_while_the_lease_call_hangs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lease = MemoryLease::new();
+    let a = start(dir.path(), "node-a", &lease);
+    wait_leading(&a, Duration::from_secs(5));
+    let mut session = Client::connect(&a.client_addr.to_string()).expect("connects");
+    lease.stall(true);
+    let stalled = Instant::now();
+    let deadline = stalled + Duration::from_secs(2);
+    while a.view.term().is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = stalled.elapsed();
+    println!("stopped serving {took:?} after the lease stalled (lease 1000 ms, trust 800 ms)");
+    assert!(a.view.term().is_none(), "the watchdog ended the term");
+    assert!(took <= Duration::from_millis(850), "within the trust: {took:?}");
+    assert!(session.ping().is_err(), "its sessions are closed");
+    assert!(
+        matches!(Client::connect(&a.client_addr.to_string()), Err(ClientError::NotLeader { .. })),
+        "a standby now"
+    );
+    lease.stall(false);
+    wait_leading(&a, Duration::from_secs(5));
+    a.stop();
+}
