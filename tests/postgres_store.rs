@@ -245,3 +245,54 @@ impl std::io::Write for SharedWriter {
         Ok(())
     }
 }
+
+/// `sslmode=require` speaks TLS through rustls, verifying the server
+/// against `sslrootcert`; without a CA that signed it (the system's roots
+/// do not), the connection is refused.
+#[test]
+fn sslmode_require_connects_over_verified_tls() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (ca, cert, key) = tls::certificates_for(dir.path(), &["localhost", "127.0.0.1"]);
+    // The server runs as nobody when we are root: it must read its key,
+    // which PostgreSQL wants owned by it and private.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        for file in [&cert, &key] {
+            std::os::unix::fs::chown(file, Some(65534), Some(65534)).expect("chown");
+        }
+    }
+    let (cert_path, key_path) = (cert.display().to_string(), key.display().to_string());
+    let Some(pg) = postgres::start_with(&[
+        ("ssl", "on"),
+        ("ssl_cert_file", &cert_path),
+        ("ssl_key_file", &key_path),
+    ]) else {
+        return;
+    };
+    let verified = format!("{}?sslmode=require&sslrootcert={}", pg.url(), ca.display());
+    let target = taskyard::store::postgres::PgTarget::parse(&verified).expect("url");
+    let mut client = target.connect().expect("TLS connection");
+    let ssl: bool = client
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .expect("pg_stat_ssl")
+        .get(0);
+    assert!(ssl, "the connection is encrypted");
+    let mut store = PostgresStore::open(&verified).expect("the store opens over TLS");
+    store.load_for_recovery(10).expect("and reads");
+
+    let unverified = format!("{}?sslmode=require", pg.url());
+    let err = PostgresStore::open(&unverified)
+        .err()
+        .expect("a server no trusted CA signed is refused");
+    assert!(!err.to_string().contains(pg.password()), "{err}");
+    assert!(
+        err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
+}
