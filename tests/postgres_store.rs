@@ -157,6 +157,22 @@ fn a_lost_connection_is_opened_again_by_the_next_write() {
     store.commit(&[row(3)]).expect("reconnected");
     let sequences = count(&pg.url(), "SELECT sum(sequence)::bigint FROM taskyard.jobs");
     assert_eq!(sequences, 4, "jobs 1 and 3; nothing of the failed batch");
+
+    // Rows staged when the connection is lost are lost with it: the commit
+    // fails, and writes nothing of the rest of the batch on the new one.
+    store.stage(&[row(10)]).expect("stage");
+    pg.stop().expect("stop");
+    pg.start_again().expect("start again");
+    let err = store
+        .commit(&[row(20)])
+        .expect_err("the staged rows are gone");
+    assert!(!err.is_fenced(), "{err}");
+    store.commit(&[row(40)]).expect("the next batch is fresh");
+    let sequences = count(&pg.url(), "SELECT sum(sequence)::bigint FROM taskyard.jobs");
+    assert_eq!(
+        sequences, 44,
+        "jobs 1, 3 and 40; nothing of the batch that lost its connection"
+    );
 }
 
 #[test]

@@ -83,12 +83,20 @@ impl PostgresStore {
         Ok(Connection { client, statements })
     }
 
-    /// The connection, opened again first if it was lost.
+    /// The connection, opened again first if it was lost. A connection
+    /// lost with a transaction open took that transaction with it: that is
+    /// an error (its rows must not be reported durable, nor the rest of
+    /// the batch written outside it); the next call connects again.
     fn conn(&mut self) -> Result<&mut Connection, StoreError> {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
-            self.in_transaction = false;
             self.unfinished.clear();
+            if std::mem::take(&mut self.in_transaction) {
+                return Err(self.fail(
+                    "the connection was lost with a transaction open: nothing of it was committed"
+                        .to_string(),
+                ));
+            }
             let conn = self.connect()?;
             self.conn = Some(conn);
         }
