@@ -679,3 +679,42 @@ fn postgres_the_password_never_shows() {
     let config_url = taskyard::config::PostgresUrl::new(url.clone());
     assert!(!format!("{config_url:?}").contains(password));
 }
+
+/// Coordinators starting together on a fresh database migrate it once
+/// (the advisory lock): every one opens, and the schema is whole.
+#[test]
+fn postgres_coordinators_starting_together_migrate_once() {
+    let Some(b) = Backend::postgres() else {
+        return;
+    };
+    let Backend::Postgres { url, .. } = &b else {
+        unreachable!()
+    };
+    let opened: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let opening: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    PostgresStore::open(url)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        opening
+            .into_iter()
+            .map(|t| t.join().expect("thread"))
+            .collect()
+    });
+    assert!(opened.iter().all(Result::is_ok), "{opened:?}");
+    assert_eq!(b.schema_version(), b.current_version());
+    assert_eq!(
+        b.number("", "SELECT count(*) FROM taskyard.schema_version"),
+        1,
+        "one version row"
+    );
+    assert_eq!(
+        b.number("", "SELECT count(*) FROM taskyard.leader"),
+        1,
+        "one lease row"
+    );
+}
