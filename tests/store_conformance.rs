@@ -718,3 +718,41 @@ fn postgres_coordinators_starting_together_migrate_once() {
         "one lease row"
     );
 }
+
+/// A coordinator stopped with a batch staged (SIGSTOP, a hung thread)
+/// does not hold the lease row for good: PostgreSQL ends its transaction
+/// after the idle limit, a standby can then move the epoch, and the
+/// stopped one's commit fails with nothing of its batch written.
+#[test]
+fn postgres_a_batch_left_open_releases_the_lease_row_after_the_idle_limit() {
+    let Some(b) = Backend::postgres() else {
+        return;
+    };
+    let Backend::Postgres { url, .. } = &b else {
+        unreachable!()
+    };
+    let mut store = PostgresStore::open(url).expect("open");
+    store.set_idle_limit(std::time::Duration::from_millis(300));
+    store.set_fence(Some(0));
+    store
+        .stage(&rows(&[&job(1, JobState::Queued)]))
+        .expect("stage");
+    let mut standby = b.pg(url);
+    standby
+        .batch_execute("SET lock_timeout = '5s'")
+        .expect("set timeout");
+    let started = std::time::Instant::now();
+    standby
+        .execute("UPDATE taskyard.leader SET epoch = 1 WHERE id = 1", &[])
+        .expect("the lease row is released");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    let err = store
+        .commit(&rows(&[&job(2, JobState::Queued)]))
+        .expect_err("the transaction is gone");
+    assert_eq!(b.job_count(), 0, "{err}");
+    let err = store
+        .commit(&rows(&[&job(3, JobState::Queued)]))
+        .expect_err("fenced after reconnecting");
+    assert!(err.is_fenced(), "{err}");
+    assert_eq!(b.job_count(), 0);
+}

@@ -32,9 +32,17 @@ impl PostgresStore {
             return Ok(());
         }
         let fence = self.fence;
+        // A transaction left open by a coordinator that stopped (SIGSTOP, a
+        // hung thread) must not hold the lease row for good: PostgreSQL
+        // ends the session once it sits idle in the transaction this long,
+        // and a standby can take the lease.
+        let idle = format!(
+            "SET LOCAL idle_in_transaction_session_timeout = {};",
+            self.idle_limit.as_millis().clamp(1, i32::MAX as u128)
+        );
         let sql = match fence {
-            Some(_) => format!("{BEGIN_WRITE} {READ_EPOCH}"),
-            None => BEGIN_WRITE.to_string(),
+            Some(_) => format!("{BEGIN_WRITE} {idle} {READ_EPOCH}"),
+            None => format!("{BEGIN_WRITE} {idle}"),
         };
         let answer = self.conn()?.client.simple_query(&sql);
         // A BEGIN that failed half-way may still have opened one.
