@@ -145,10 +145,16 @@ fn a_leader_stops_serving_when_its_trust_ends_even_while_the_lease_call_hangs() 
     let took = stalled.elapsed();
     println!("stopped serving {took:?} after the lease stalled (lease 1000 ms, trust 800 ms)");
     assert!(a.view.term().is_none(), "the watchdog ended the term");
-    assert!(took <= Duration::from_millis(850), "within the trust: {took:?}");
+    assert!(
+        took <= Duration::from_millis(850),
+        "within the trust: {took:?}"
+    );
     assert!(session.ping().is_err(), "its sessions are closed");
     assert!(
-        matches!(Client::connect(&a.client_addr.to_string()), Err(ClientError::NotLeader { .. })),
+        matches!(
+            Client::connect(&a.client_addr.to_string()),
+            Err(ClientError::NotLeader { .. })
+        ),
         "a standby now"
     );
     lease.stall(false);

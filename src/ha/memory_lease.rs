@@ -39,11 +39,7 @@ impl MemoryLease {
     fn rows(&self) -> Result<MutexGuard<'_, Rows>, LeaseError> {
         let mut rows = self.rows.0.lock().unwrap_or_else(|e| e.into_inner());
         while rows.stalled {
-            rows = self
-                .rows
-                .1
-                .wait(rows)
-                .unwrap_or_else(|e| e.into_inner());
+            rows = self.rows.1.wait(rows).unwrap_or_else(|e| e.into_inner());
         }
         if rows.failing {
             return Err(LeaseError {
