@@ -416,6 +416,27 @@ mod tests {
     }
 
     #[test]
+    fn store_postgres_needs_a_url_that_parses_and_never_shows_its_password() {
+        let f = file_with(
+            "store = \"postgres\"\npostgres-url = \"postgres://u:pw-in-file@h:nan/db\"\n",
+        );
+        let err =
+            load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect_err("bad URL");
+        assert_eq!(err.key.as_deref(), Some("postgres-url"));
+        assert!(!err.to_string().contains("pw-in-file"), "{err}");
+        let f = file_with(
+            "store = \"postgres\"\npostgres-url = \"postgres://u:pw-in-file@h:5433/db\"\n",
+        );
+        let config = load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect("loads");
+        assert_eq!(config.store, StoreKind::Postgres);
+        assert!(!format!("{config:?}").contains("pw-in-file"));
+        assert!(format!("{config:?}").contains("PostgreSQL u@h:5433/db"));
+        let f = file_with("store = \"sqlite\"\n");
+        let config = load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect("loads");
+        assert_eq!(config.store, StoreKind::Sqlite);
+    }
+
+    #[test]
     fn submission_defaults_must_be_values_a_submission_could_ask_for() {
         use crate::protocol::limits::{MAX_ATTEMPTS, MAX_TIMEOUT_MS};
         let at_max = format!(
