@@ -25,7 +25,7 @@ config_struct! {
         /// PostgreSQL URL for store = "postgres", `postgres://USER:PASSWORD@HOST:PORT/DB`
         /// (`?sslmode=require` for TLS, `&sslrootcert=FILE` for a private CA);
         /// when not set, $TASKYARD_POSTGRES_URL. Never logged with its password.
-        postgres_url: PostgresUrl = PostgresUrl::default(),
+        postgres_url: PostgresUrl = PostgresUrl::from_env(),
         /// SQLite database file; created if missing.
         db_path: PathBuf = PathBuf::from("taskyard-data/taskyard.db"),
         /// SQLite `synchronous` mode: full (every commit fsynced), normal or off.
@@ -337,7 +337,7 @@ impl CoordinatorConfig {
         if self.store != StoreKind::Postgres {
             return Ok(());
         }
-        let url = self.postgres_url();
+        let url = &self.postgres_url;
         if url.expose().trim().is_empty() {
             return Err((
                 "postgres-url".into(),
@@ -347,17 +347,6 @@ impl CoordinatorConfig {
         crate::store::postgres::PgTarget::parse(url.expose())
             .map(|_| ())
             .map_err(|reason| ("postgres-url".to_string(), reason))
-    }
-
-    /// `postgres-url`, or when it is not set `$TASKYARD_POSTGRES_URL`
-    /// (which keeps the password out of config files and the process list).
-    pub fn postgres_url(&self) -> PostgresUrl {
-        if !self.postgres_url.expose().trim().is_empty() {
-            return self.postgres_url.clone();
-        }
-        std::env::var("TASKYARD_POSTGRES_URL")
-            .map(PostgresUrl::new)
-            .unwrap_or_default()
     }
 
     /// The HTTP listener's address, `None` when `http-listen` is empty.

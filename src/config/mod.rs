@@ -239,6 +239,13 @@ impl PostgresUrl {
         PostgresUrl(url.into())
     }
 
+    /// `$TASKYARD_POSTGRES_URL`, or empty: the value of `postgres-url`
+    /// when neither the file nor a flag sets it (the variable keeps the
+    /// password out of config files and the process list).
+    pub fn from_env() -> PostgresUrl {
+        PostgresUrl(std::env::var("TASKYARD_POSTGRES_URL").unwrap_or_default())
+    }
+
     /// The URL itself, password included: only for connecting.
     pub fn expose(&self) -> &str {
         &self.0
