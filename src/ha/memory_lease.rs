@@ -131,7 +131,12 @@ impl LeaseStore for MemoryLease {
                 .as_ref()
                 .is_some_and(|(h, _, _)| h.node == me.node);
         if mine {
-            rows.holder = None;
+            // Like the database's row: still there, with no holder.
+            let now = Instant::now();
+            if let Some((holder, _, expires)) = &mut rows.holder {
+                *holder = LeaderAddresses::default();
+                *expires = now;
+            }
             self.notify(&mut rows);
         }
         Ok(())
