@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use taskyard::actors::node::{NodeHandle, StoreOpener, TermStore};
 use taskyard::client::Client;
-use taskyard::protocol::CoordinatorToClient;
 use taskyard::config::CoordinatorConfig;
 use taskyard::ha::MemoryLease;
+use taskyard::protocol::CoordinatorToClient;
 use taskyard::store::JobStore;
 
 fn node_config(dir: &std::path::Path, name: &str) -> CoordinatorConfig {
@@ -44,10 +44,8 @@ fn start(dir: &std::path::Path, name: &str, lease: &MemoryLease) -> NodeHandle {
 fn wait_leading(node: &NodeHandle, within: Duration) -> Duration {
     let started = Instant::now();
     while started.elapsed() < within {
-        if let Ok(mut c) = Client::connect(&node.client_addr.to_string()) {
-            if c.ping().is_ok() {
-                return started.elapsed();
-            }
+        if common::raw_client::serves(&node.client_addr.to_string()) {
+            return started.elapsed();
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -129,5 +127,37 @@ fn a_leader_whose_epoch_moved_on_steps_down_and_closes_its_sessions() {
     wait_leading(&a, Duration::from_secs(5));
     assert!(a.view.term().expect("leads").epoch >= 3);
     assert!(a.view.read().leader_changes >= 3);
+    a.stop();
+}
+
+#[test]
+fn a_leader_stops_serving_when_its_trust_ends_even_while_the_lease_call_hangs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lease = MemoryLease::new();
+    let a = start(dir.path(), "node-a", &lease);
+    wait_leading(&a, Duration::from_secs(5));
+    let mut session = Client::connect(&a.client_addr.to_string()).expect("connects");
+    lease.stall(true);
+    let stalled = Instant::now();
+    let deadline = stalled + Duration::from_secs(2);
+    while a.view.term().is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = stalled.elapsed();
+    println!("stopped serving {took:?} after the lease stalled (lease 1000 ms, trust 800 ms)");
+    assert!(a.view.term().is_none(), "the watchdog ended the term");
+    // What matters is that it stopped before the lease could expire on
+    // the database (1000 ms), so a standby could not lead beside it.
+    assert!(
+        took < Duration::from_millis(1000),
+        "within the lease: {took:?}"
+    );
+    assert!(session.ping().is_err(), "its sessions are closed");
+    assert!(
+        common::raw_client::named_leader(&a.client_addr.to_string()).is_some(),
+        "a standby now"
+    );
+    lease.stall(false);
+    wait_leading(&a, Duration::from_secs(5));
     a.stop();
 }

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use taskyard::actors::node::NodeHandle;
 use taskyard::client::Client;
 use taskyard::config::{CoordinatorConfig, PostgresUrl, StoreKind};
-use taskyard::protocol::{ClientRequest, CoordinatorToClient, SubmitAnswer, SubmitRequest};
+use taskyard::protocol::{
+    ClientRequest, CoordinatorToClient, CoordinatorToWorker, Hello, Role, SubmitAnswer,
+    SubmitRequest, WorkerMessage,
+};
 
 /// Lease length in these tests: takeover after a crash within ~1.5 s.
 const LEASE_MILLIS: u64 = 1500;
@@ -75,8 +78,28 @@ fn a_standby_sends_peers_to_the_leader_and_takes_over_at_once_on_a_clean_stop() 
     eventually(Duration::from_secs(3), "b names a", || {
         leader_named_by(&b).as_deref() == Some("node-a")
     });
-    let worker = std::net::TcpStream::connect(b.worker_addr).expect("worker port open");
-    drop(worker);
+    // A worker's Hello gets the worker-side NotLeader, naming the leader's
+    // advertised worker address, and the connection is closed.
+    let mut worker = std::net::TcpStream::connect(b.worker_addr).expect("worker port open");
+    let hello = WorkerMessage::Hello(Hello::new(Role::Worker, None));
+    std::io::Write::write_all(&mut worker, &common::raw_client::frame(&hello)).expect("hello");
+    worker
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut header = [0u8; 4];
+    std::io::Read::read_exact(&mut worker, &mut header).expect("an answer");
+    let mut body = vec![0u8; u32::from_be_bytes(header) as usize];
+    std::io::Read::read_exact(&mut worker, &mut body).expect("an answer");
+    match rmp_serde::from_slice(&body).expect("a frame") {
+        CoordinatorToWorker::NotLeader { leader: Some(l) } => {
+            assert_eq!(l.node, "node-a");
+            assert_eq!(l.worker, Some(a.worker_addr.to_string()));
+        }
+        other => panic!("expected NotLeader, got {other:?}"),
+    }
+    let mut rest = Vec::new();
+    let closed = std::io::Read::read_to_end(&mut worker, &mut rest);
+    assert!(closed.is_ok() && rest.is_empty(), "closed after NotLeader");
 
     let (http_a, http_b) = (
         Http::new(a.http_addr.expect("http")),
@@ -188,7 +211,10 @@ fn a_leader_whose_epoch_moved_on_steps_down_at_its_next_commit_and_sends_nothing
     // after the connection closed (and a later term would accept it).
     let mut raw = common::raw_client::connect(&a.client_addr.to_string());
     let hello = common::raw_client::read_frame(&mut raw, Duration::from_secs(5));
-    assert!(matches!(hello, Some(CoordinatorToClient::Hello(_))), "{hello:?}");
+    assert!(
+        matches!(hello, Some(CoordinatorToClient::Hello(_))),
+        "{hello:?}"
+    );
     std::io::Write::write_all(
         &mut raw,
         &common::raw_client::request_frame(1, ClientRequest::Submit(request)),

@@ -157,6 +157,22 @@ fn a_lost_connection_is_opened_again_by_the_next_write() {
     store.commit(&[row(3)]).expect("reconnected");
     let sequences = count(&pg.url(), "SELECT sum(sequence)::bigint FROM taskyard.jobs");
     assert_eq!(sequences, 4, "jobs 1 and 3; nothing of the failed batch");
+
+    // Rows staged when the connection is lost are lost with it: the commit
+    // fails, and writes nothing of the rest of the batch on the new one.
+    store.stage(&[row(10)]).expect("stage");
+    pg.stop().expect("stop");
+    pg.start_again().expect("start again");
+    let err = store
+        .commit(&[row(20)])
+        .expect_err("the staged rows are gone");
+    assert!(!err.is_fenced(), "{err}");
+    store.commit(&[row(40)]).expect("the next batch is fresh");
+    let sequences = count(&pg.url(), "SELECT sum(sequence)::bigint FROM taskyard.jobs");
+    assert_eq!(
+        sequences, 44,
+        "jobs 1, 3 and 40; nothing of the batch that lost its connection"
+    );
 }
 
 #[test]
@@ -244,4 +260,90 @@ impl std::io::Write for SharedWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// `sslmode=require` speaks TLS through rustls, verifying the server
+/// against `sslrootcert`; without a CA that signed it (the system's roots
+/// do not), the connection is refused.
+#[test]
+fn sslmode_require_connects_over_verified_tls() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (ca, cert, key) = tls::certificates_for(dir.path(), &["localhost", "127.0.0.1"]);
+    // The server runs as nobody when we are root: it must read its key,
+    // which PostgreSQL wants owned by it and private.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        for file in [&cert, &key] {
+            std::os::unix::fs::chown(file, Some(65534), Some(65534)).expect("chown");
+        }
+    }
+    let (cert_path, key_path) = (cert.display().to_string(), key.display().to_string());
+    let Some(pg) = postgres::start_with(&[
+        ("ssl", "on"),
+        ("ssl_cert_file", &cert_path),
+        ("ssl_key_file", &key_path),
+    ]) else {
+        return;
+    };
+    let verified = format!("{}?sslmode=require&sslrootcert={}", pg.url(), ca.display());
+    let target = taskyard::store::postgres::PgTarget::parse(&verified).expect("url");
+    let mut client = target.connect().expect("TLS connection");
+    let ssl: bool = client
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .expect("pg_stat_ssl")
+        .get(0);
+    assert!(ssl, "the connection is encrypted");
+    let mut store = PostgresStore::open(&verified).expect("the store opens over TLS");
+    store.load_for_recovery(10).expect("and reads");
+
+    let unverified = format!("{}?sslmode=require", pg.url());
+    let err = PostgresStore::open(&unverified)
+        .err()
+        .expect("a server no trusted CA signed is refused");
+    assert!(!err.to_string().contains(pg.password()), "{err}");
+    assert!(
+        err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
+}
+
+/// The benchmarks' seeding writes PostgreSQL through the store's own write
+/// path: recovery reads back the active set, the counts and the keys.
+#[test]
+fn the_bench_seeds_postgres_through_the_store() {
+    let Some(pg) = postgres::start() else {
+        return;
+    };
+    let plan = taskyard::bench::seed::SeedPlan {
+        finished: 20_000,
+        active: 7,
+        keyed: true,
+        finished_from: 1_000,
+        task_type: "bench.noop".into(),
+    };
+    let seeded = taskyard::bench::seed::seed_postgres(&pg.url(), &plan).expect("seed");
+    assert_eq!(seeded.rows, 20_007);
+    let stored = PostgresStore::open(&pg.url())
+        .expect("open")
+        .load_for_recovery(10)
+        .expect("load");
+    assert_eq!(stored.jobs.len(), 17, "7 active and a window of 10");
+    let count = |state| -> u64 {
+        let counts = stored.counts.iter().filter(|(_, s, _)| *s == state);
+        counts.map(|(_, _, n)| n).sum()
+    };
+    assert_eq!(count(JobState::Succeeded), 20_000);
+    assert_eq!(count(JobState::Queued), 7);
+    assert_eq!(stored.idempotency.len(), 20_007);
+    assert_eq!(stored.newest.map(|(s, _)| s), Some(20_007));
+    eprintln!(
+        "seeded {} rows into PostgreSQL in {:.2} s",
+        seeded.rows, seeded.secs
+    );
 }

@@ -679,3 +679,80 @@ fn postgres_the_password_never_shows() {
     let config_url = taskyard::config::PostgresUrl::new(url.clone());
     assert!(!format!("{config_url:?}").contains(password));
 }
+
+/// Coordinators starting together on a fresh database migrate it once
+/// (the advisory lock): every one opens, and the schema is whole.
+#[test]
+fn postgres_coordinators_starting_together_migrate_once() {
+    let Some(b) = Backend::postgres() else {
+        return;
+    };
+    let Backend::Postgres { url, .. } = &b else {
+        unreachable!()
+    };
+    let opened: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let opening: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    PostgresStore::open(url)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        opening
+            .into_iter()
+            .map(|t| t.join().expect("thread"))
+            .collect()
+    });
+    assert!(opened.iter().all(Result::is_ok), "{opened:?}");
+    assert_eq!(b.schema_version(), b.current_version());
+    assert_eq!(
+        b.number("", "SELECT count(*) FROM taskyard.schema_version"),
+        1,
+        "one version row"
+    );
+    assert_eq!(
+        b.number("", "SELECT count(*) FROM taskyard.leader"),
+        1,
+        "one lease row"
+    );
+}
+
+/// A coordinator stopped with a batch staged (SIGSTOP, a hung thread)
+/// does not hold the lease row for good: PostgreSQL ends its transaction
+/// after the idle limit, a standby can then move the epoch, and the
+/// stopped one's commit fails with nothing of its batch written.
+#[test]
+fn postgres_a_batch_left_open_releases_the_lease_row_after_the_idle_limit() {
+    let Some(b) = Backend::postgres() else {
+        return;
+    };
+    let Backend::Postgres { url, .. } = &b else {
+        unreachable!()
+    };
+    let mut store = PostgresStore::open(url).expect("open");
+    store.set_idle_limit(std::time::Duration::from_millis(300));
+    store.set_fence(Some(0));
+    store
+        .stage(&rows(&[&job(1, JobState::Queued)]))
+        .expect("stage");
+    let mut standby = b.pg(url);
+    standby
+        .batch_execute("SET lock_timeout = '5s'")
+        .expect("set timeout");
+    let started = std::time::Instant::now();
+    standby
+        .execute("UPDATE taskyard.leader SET epoch = 1 WHERE id = 1", &[])
+        .expect("the lease row is released");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    let err = store
+        .commit(&rows(&[&job(2, JobState::Queued)]))
+        .expect_err("the transaction is gone");
+    assert_eq!(b.job_count(), 0, "{err}");
+    let err = store
+        .commit(&rows(&[&job(3, JobState::Queued)]))
+        .expect_err("fenced after reconnecting");
+    assert!(err.is_fenced(), "{err}");
+    assert_eq!(b.job_count(), 0);
+}

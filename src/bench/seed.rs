@@ -7,7 +7,8 @@ use crate::bench::BenchError;
 use crate::config::Synchronous;
 use crate::protocol::{Attempt, AttemptOutcome, JobId, JobState, LeaseId, Priority, WorkerId};
 use crate::scheduler::JobRow;
-use crate::store::JobStore;
+use crate::store::postgres::PostgresStore;
+use crate::store::{JobStore, Store};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,9 +46,30 @@ const CHUNK: u64 = 10_000;
 /// finished jobs, then the active ones. Durable once it returns.
 pub fn seed(path: &Path, plan: &SeedPlan) -> Result<Seeded, BenchError> {
     let started = Instant::now();
-    let fail = |e: crate::store::StoreError| BenchError::Failed(format!("seeding: {e}"));
-    let mut store = JobStore::open(path, Synchronous::Off).map_err(fail)?;
-    store.widen_cache_for_bulk_load().map_err(fail)?;
+    let mut store = JobStore::open(path, Synchronous::Off).map_err(seed_failed)?;
+    store.widen_cache_for_bulk_load().map_err(seed_failed)?;
+    seed_into(&mut store, plan, started)
+}
+
+/// Like `seed`, into the PostgreSQL database at `url` (schema `taskyard`
+/// created or migrated as the coordinator would), in one transaction.
+pub fn seed_postgres(url: &str, plan: &SeedPlan) -> Result<Seeded, BenchError> {
+    let started = Instant::now();
+    let mut store = PostgresStore::open(url).map_err(seed_failed)?;
+    seed_into(&mut store, plan, started)
+}
+
+fn seed_failed(e: crate::store::StoreError) -> BenchError {
+    BenchError::Failed(format!("seeding: {e}"))
+}
+
+/// Writes `plan`'s jobs through `store` in one transaction.
+fn seed_into(
+    store: &mut dyn Store,
+    plan: &SeedPlan,
+    started: Instant,
+) -> Result<Seeded, BenchError> {
+    let fail = seed_failed;
     let total = plan.finished + plan.active;
     let payload: Arc<[u8]> = Arc::from(&b"\xa4seed"[..]);
     let result: Arc<[u8]> = Arc::from(&b"\xc0"[..]);

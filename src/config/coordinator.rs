@@ -24,9 +24,8 @@ config_struct! {
         store: StoreKind = StoreKind::Sqlite,
         /// PostgreSQL URL for store = "postgres", `postgres://USER:PASSWORD@HOST:PORT/DB`
         /// (`?sslmode=require` for TLS, `&sslrootcert=FILE` for a private CA);
-        /// also $TASKYARD_POSTGRES_URL. Never logged with its password.
-        #[arg(env = "TASKYARD_POSTGRES_URL", hide_env_values = true)]
-        postgres_url: PostgresUrl = PostgresUrl::default(),
+        /// when not set, $TASKYARD_POSTGRES_URL. Never logged with its password.
+        postgres_url: PostgresUrl = PostgresUrl::from_env(),
         /// SQLite database file; created if missing.
         db_path: PathBuf = PathBuf::from("taskyard-data/taskyard.db"),
         /// SQLite `synchronous` mode: full (every commit fsynced), normal or off.
@@ -369,13 +368,14 @@ impl CoordinatorConfig {
         if self.store != StoreKind::Postgres {
             return Ok(());
         }
-        if self.postgres_url.expose().trim().is_empty() {
+        let url = &self.postgres_url;
+        if url.expose().trim().is_empty() {
             return Err((
                 "postgres-url".into(),
                 "store = \"postgres\" needs postgres-url (or $TASKYARD_POSTGRES_URL)".into(),
             ));
         }
-        crate::store::postgres::PgTarget::parse(self.postgres_url.expose())
+        crate::store::postgres::PgTarget::parse(url.expose())
             .map(|_| ())
             .map_err(|reason| ("postgres-url".to_string(), reason))
     }

@@ -239,6 +239,13 @@ impl PostgresUrl {
         PostgresUrl(url.into())
     }
 
+    /// `$TASKYARD_POSTGRES_URL`, or empty: the value of `postgres-url`
+    /// when neither the file nor a flag sets it (the variable keeps the
+    /// password out of config files and the process list).
+    pub fn from_env() -> PostgresUrl {
+        PostgresUrl(std::env::var("TASKYARD_POSTGRES_URL").unwrap_or_default())
+    }
+
     /// The URL itself, password included: only for connecting.
     pub fn expose(&self) -> &str {
         &self.0
@@ -430,6 +437,27 @@ mod tests {
         let err = load::<CoordinatorOptions>(None, flags).expect_err("cap below base");
         assert_eq!(err.key.as_deref(), Some("retry-cap-millis"));
         assert_eq!(err.source_name, "command line");
+    }
+
+    #[test]
+    fn store_postgres_needs_a_url_that_parses_and_never_shows_its_password() {
+        let f = file_with(
+            "store = \"postgres\"\npostgres-url = \"postgres://u:pw-in-file@h:nan/db\"\n",
+        );
+        let err =
+            load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect_err("bad URL");
+        assert_eq!(err.key.as_deref(), Some("postgres-url"));
+        assert!(!err.to_string().contains("pw-in-file"), "{err}");
+        let f = file_with(
+            "store = \"postgres\"\npostgres-url = \"postgres://u:pw-in-file@h:5433/db\"\n",
+        );
+        let config = load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect("loads");
+        assert_eq!(config.store, StoreKind::Postgres);
+        assert!(!format!("{config:?}").contains("pw-in-file"));
+        assert!(format!("{config:?}").contains("PostgreSQL u@h:5433/db"));
+        let f = file_with("store = \"sqlite\"\n");
+        let config = load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect("loads");
+        assert_eq!(config.store, StoreKind::Sqlite);
     }
 
     #[test]

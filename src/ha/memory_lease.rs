@@ -3,7 +3,7 @@
 //! For tests and `taskyard dev`-style single-machine experiments of the
 //! node runtime without PostgreSQL; it meets the `LeaseStore` contract,
 //! notifications included. `fail(true)` makes every call fail, like an
-//! unreachable database.
+//! unreachable database; `stall(true)` makes every call hang.
 
 use crate::ha::{LeaderRecord, LeaseError, LeaseStore, Member, MemberRole, NodeIdentity};
 use crate::protocol::LeaderAddresses;
@@ -18,6 +18,7 @@ struct Rows {
     members: BTreeMap<String, (MemberRole, LeaderAddresses, Instant)>,
     changes: u64,
     failing: bool,
+    stalled: bool,
 }
 
 /// See the module documentation.
@@ -36,7 +37,10 @@ impl MemoryLease {
     }
 
     fn rows(&self) -> Result<MutexGuard<'_, Rows>, LeaseError> {
-        let rows = self.rows.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rows = self.rows.0.lock().unwrap_or_else(|e| e.into_inner());
+        while rows.stalled {
+            rows = self.rows.1.wait(rows).unwrap_or_else(|e| e.into_inner());
+        }
         if rows.failing {
             return Err(LeaseError {
                 place: "memory".into(),
@@ -53,6 +57,14 @@ impl MemoryLease {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .failing = failing;
+    }
+
+    /// Every call blocks while `stalled` (a database that stopped
+    /// answering without closing the connection).
+    pub fn stall(&self, stalled: bool) {
+        let mut rows = self.rows.0.lock().unwrap_or_else(|e| e.into_inner());
+        rows.stalled = stalled;
+        self.rows.1.notify_all();
     }
 
     /// Moves the epoch on behind the holder's back (what a takeover by
@@ -119,7 +131,12 @@ impl LeaseStore for MemoryLease {
                 .as_ref()
                 .is_some_and(|(h, _, _)| h.node == me.node);
         if mine {
-            rows.holder = None;
+            // Like the database's row: still there, with no holder.
+            let now = Instant::now();
+            if let Some((holder, _, expires)) = &mut rows.holder {
+                *holder = LeaderAddresses::default();
+                *expires = now;
+            }
             self.notify(&mut rows);
         }
         Ok(())

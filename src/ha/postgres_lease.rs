@@ -153,6 +153,9 @@ impl LeaseStore for PostgresLease {
                  WHERE id = 1 AND holder = $1 AND epoch = $2",
                 &[&me.node, &(epoch as i64), &ttl_ms(ttl)],
             )?;
+            // A leader never waits for notifications: drop those that
+            // arrived (other nodes' takeovers), so they do not pile up.
+            c.notifications().iter().count()?;
             Ok(n == 1)
         })
     }

@@ -12,7 +12,7 @@
 //! state it shows is committed — the same rule as the TCP `ClientSession`.
 
 use crate::actors::coordinator::{ClientCommand, Coordinator, Query, QueryKind};
-use crate::actors::node::NodeView;
+use crate::actors::node::{NodeRole, NodeView};
 use crate::actors::outbox::{ClientAnswer, QueryAnswer, QueryResult};
 use crate::clock::Clock;
 use crate::protocol::{ClientRequest, ClientResponse, LeaderAddresses};
@@ -36,6 +36,10 @@ pub enum BridgeError {
     /// This process is a standby: the leader (if known) serves instead.
     #[error("{}", standby_text(.0.as_deref()))]
     NotLeader(Option<Box<LeaderAddresses>>),
+    /// This process won the lease and is loading the database; it serves
+    /// once recovery is done.
+    #[error("recovering from the database after winning the leader lease (epoch {0})")]
+    Recovering(u64),
 }
 
 /// `standby: NODE leads (client ADDR, http ADDR)`, or that none is known.
@@ -158,12 +162,15 @@ impl CoordinatorLink {
 
     /// The coordinator serving now, or who leads instead.
     pub fn coordinator(&self) -> Result<Addr<Coordinator>, BridgeError> {
-        match self.view.term() {
-            Some(term) => Ok(term.coordinator),
-            None => Err(BridgeError::NotLeader(
-                self.view.leader_addresses().map(Box::new),
-            )),
+        if let Some(term) = self.view.term() {
+            return Ok(term.coordinator);
         }
+        if let NodeRole::Recovering { epoch } = self.view.read().role {
+            return Err(BridgeError::Recovering(epoch));
+        }
+        Err(BridgeError::NotLeader(
+            self.view.leader_addresses().map(Box::new),
+        ))
     }
 
     /// Sends a wire-protocol request, exactly as a TCP client would, and

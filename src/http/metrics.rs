@@ -38,12 +38,13 @@ pub const FAMILIES: [&str; 22] = [
     "taskyard_leader_changes_total",
 ];
 
-/// A standby has no job state to show: it exports its leadership
-/// families and the build only.
+/// A standby (or a node still recovering) has no job state to show: it
+/// exports its leadership families and the build only.
 pub async fn metrics(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
     let mut out = match fetch_stats(&link).await {
         Ok(snapshot) => render(&snapshot),
-        Err(e) if e.code == "not_leader" => build_info(String::new()),
+        // A standby, or a node still recovering: no job state yet.
+        Err(_) if link.view.term().is_none() => build_info(String::new()),
         Err(e) => return Err(e),
     };
     leadership(&mut out, &link.view);

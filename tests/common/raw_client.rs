@@ -50,7 +50,10 @@ pub fn hello_answer(addr: &str) -> Option<CoordinatorToClient> {
     let mut stream =
         TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_millis(500)).ok()?;
     stream
-        .write_all(&frame(&ClientMessage::Hello(Hello::new(Role::Client, None))))
+        .write_all(&frame(&ClientMessage::Hello(Hello::new(
+            Role::Client,
+            None,
+        ))))
         .ok()?;
     read_frame(&mut stream, Duration::from_secs(2))
 }

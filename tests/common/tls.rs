@@ -4,13 +4,20 @@ use std::path::{Path, PathBuf};
 
 /// A CA, and a certificate for `localhost` signed by it, as PEM files.
 pub fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    certificates_for(dir, &["localhost"])
+}
+
+/// A CA, and a certificate for `names` (host names or IP addresses)
+/// signed by it, as PEM files: (CA, certificate, key).
+pub fn certificates_for(dir: &Path, names: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     let ca_key = KeyPair::generate().expect("ca key");
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).expect("ca");
     let key = KeyPair::generate().expect("key");
-    let params = CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let params = CertificateParams::new(names).expect("params");
     let cert = params.signed_by(&key, &ca, &ca_key).expect("cert");
     let paths = (
         dir.join("ca.pem"),

@@ -59,6 +59,9 @@ pub fn postgres_opener(config: &CoordinatorConfig) -> StoreOpener {
     })
 }
 
+/// Longest a clean stop waits for the lease to be released.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Shortest pause between the watchdog's looks at the trust deadline.
 const MIN_WATCH: Duration = Duration::from_millis(10);
 
@@ -488,11 +491,16 @@ impl NodeHandle {
         config: CoordinatorConfig,
         log: Logger,
     ) -> Result<NodeHandle, StartError> {
-        let lease = PostgresLease::new(config.postgres_url.expose(), config.leader_lease())
-            .map_err(|e| StartError::Config {
-                key: "postgres-url".into(),
-                reason: e.to_string(),
-            })?;
+        let unusable = |e: crate::ha::LeaseError| StartError::Config {
+            key: "postgres-url".into(),
+            reason: e.to_string(),
+        };
+        let mut lease = PostgresLease::new(config.postgres_url.expose(), config.leader_lease())
+            .map_err(unusable)?;
+        // A database unreachable at start-up is a configuration error (exit
+        // 2), as with one coordinator; later outages are waited out. This
+        // first call also migrates the schema.
+        lease.leader().map_err(unusable)?;
         let opener = postgres_opener(&config);
         NodeHandle::spawn(config, Box::new(lease), opener, log)
     }
@@ -506,11 +514,14 @@ impl NodeHandle {
     /// `shutdown-timeout-millis`), closes its sockets, then releases the
     /// lease so a standby takes over at once; a standby just closes.
     pub fn stop(mut self) -> StopOutcome {
+        let held = self.view.read().role != NodeRole::Standby;
         self.node.do_send(StopNode);
         let code = self.join();
         let (done, released) = std::sync::mpsc::channel();
-        if self.lease.send(LeaseCommand::Release(done)).is_ok() {
-            let _ = released.recv_timeout(Duration::from_secs(5));
+        // A standby's lease thread may sit in a wait for a notification:
+        // it has nothing to release, so it is not waited for.
+        if self.lease.send(LeaseCommand::Release(done)).is_ok() && held {
+            let _ = released.recv_timeout(RELEASE_TIMEOUT);
         }
         self.join_lease();
         match code {

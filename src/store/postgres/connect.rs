@@ -13,6 +13,16 @@ use std::time::Duration;
 /// (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long unacknowledged data or a silent connection is tolerated
+/// unless the URL says otherwise (`tcp_user_timeout`, `keepalives_idle`).
+const STALLED_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The driver's default `keepalives_idle` (2 hours), which a URL that does
+/// not set it gets.
+fn postgres_default_keepalives_idle() -> Duration {
+    postgres::Config::new().get_keepalives_idle()
+}
+
 /// A parsed `postgres-url`. Holds the password; shows it nowhere (`Debug`
 /// and `describe` leave it out).
 #[derive(Clone)]
@@ -44,6 +54,16 @@ impl PgTarget {
         }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        // A database host that vanishes without closing the connection
+        // (a partition, a dead machine) fails the statement in flight
+        // after this long instead of never: the batch fails and the next
+        // write connects again.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(STALLED_TIMEOUT);
+        }
+        if config.get_keepalives_idle() == postgres_default_keepalives_idle() {
+            config.keepalives_idle(STALLED_TIMEOUT);
         }
         if config.get_application_name().is_none() {
             config.application_name("taskyard");
@@ -187,6 +207,21 @@ mod tests {
         let e = PgTarget::parse("postgres://u:s3cret@h:notaport/db").expect_err("bad port");
         assert!(e.contains("not a PostgreSQL URL"), "{e}");
         assert!(!e.contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn a_silent_connection_times_out_unless_the_url_says_otherwise() {
+        let t = PgTarget::parse("postgres://u@h/db").expect("url");
+        assert_eq!(t.config.get_tcp_user_timeout(), Some(&STALLED_TIMEOUT));
+        assert_eq!(t.config.get_keepalives_idle(), STALLED_TIMEOUT);
+        assert_eq!(t.config.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        let t =
+            PgTarget::parse("postgres://u@h/db?keepalives_idle=30&connect_timeout=2").expect("url");
+        assert_eq!(t.config.get_keepalives_idle(), Duration::from_secs(30));
+        assert_eq!(
+            t.config.get_connect_timeout(),
+            Some(&Duration::from_secs(2))
+        );
     }
 
     #[test]

@@ -29,6 +29,10 @@ use crate::protocol::{JobId, JobState};
 use crate::scheduler::{JobRow, Stored};
 use postgres::Client;
 use std::collections::HashMap;
+use std::time::Duration;
+
+/// See `PostgresStore::set_idle_limit`.
+pub const DEFAULT_IDLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// The open PostgreSQL store: one connection, owned by the persistence
 /// thread. A lost connection is opened again by the next operation (a
@@ -40,6 +44,9 @@ pub struct PostgresStore {
     in_transaction: bool,
     /// The epoch every write transaction checks first (`set_fence`).
     fence: Option<u64>,
+    /// Longest a write transaction may sit idle (rows staged, no commit
+    /// yet) before PostgreSQL ends it (`set_idle_limit`).
+    idle_limit: Duration,
     /// Like SQLite's (`JobStore::unfinished`): the stored state of jobs
     /// written or loaded by this store that are not finished, as the open
     /// transaction has them. Emptied on rollback; holds unfinished jobs
@@ -64,11 +71,22 @@ impl PostgresStore {
             conn: None,
             in_transaction: false,
             fence: None,
+            idle_limit: DEFAULT_IDLE_LIMIT,
             unfinished: HashMap::new(),
         };
         let conn = store.connect()?;
         store.conn = Some(conn);
         Ok(store)
+    }
+
+    /// How long a write transaction may sit idle between its statements
+    /// (rows staged, the batch's commit not sent yet) before PostgreSQL
+    /// ends the session, rolling it back and releasing the lease row it
+    /// holds under the fence's lock. Keep it well under the leader lease,
+    /// so a coordinator stopped mid-batch cannot keep a standby from
+    /// taking over. Default 5 s. The next write connects again.
+    pub fn set_idle_limit(&mut self, limit: Duration) {
+        self.idle_limit = limit;
     }
 
     /// Where the data lives and how to reach it again (history readers
@@ -84,12 +102,20 @@ impl PostgresStore {
         Ok(Connection { client, statements })
     }
 
-    /// The connection, opened again first if it was lost.
+    /// The connection, opened again first if it was lost. A connection
+    /// lost with a transaction open took that transaction with it: that is
+    /// an error (its rows must not be reported durable, nor the rest of
+    /// the batch written outside it); the next call connects again.
     fn conn(&mut self) -> Result<&mut Connection, StoreError> {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.conn = None;
-            self.in_transaction = false;
             self.unfinished.clear();
+            if std::mem::take(&mut self.in_transaction) {
+                return Err(self.fail(
+                    "the connection was lost with a transaction open: nothing of it was committed"
+                        .to_string(),
+                ));
+            }
             let conn = self.connect()?;
             self.conn = Some(conn);
         }
