@@ -131,6 +131,7 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
                     session: self.id,
                     worker_id,
                 });
+                self.io.write(CoordinatorToWorker::HeartbeatAck);
             }
             (
                 _,

@@ -23,6 +23,12 @@ config_struct! {
         heartbeat_interval_millis: u64 = 2000,
         /// Longest pause between reconnection attempts.
         reconnect_max_millis: u64 = 5000,
+        /// Silence after which the coordinator counts as gone: once it has
+        /// answered a heartbeat on a connection, nothing heard from it for
+        /// this long (a paused or partitioned coordinator) makes the worker
+        /// leave it for the next address. Running tasks go on. Must exceed
+        /// heartbeat-interval-millis.
+        coordinator_timeout_millis: u64 = 10_000,
         /// Largest accepted frame, in either direction.
         max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
         /// Programs the `exec` task may run: names (looked up on PATH at
@@ -94,6 +100,15 @@ impl Validate for WorkerConfig {
             10,
         )?;
         at_least("reconnect-max-millis", self.reconnect_max_millis, 10)?;
+        if self.coordinator_timeout_millis <= self.heartbeat_interval_millis {
+            return Err((
+                "coordinator-timeout-millis".into(),
+                format!(
+                    "{} must exceed heartbeat-interval-millis ({}): every heartbeat is answered",
+                    self.coordinator_timeout_millis, self.heartbeat_interval_millis
+                ),
+            ));
+        }
         at_least("max-output-bytes", self.max_output_bytes as u64, 1)?;
         crate::worker::AllowList::resolve(&self.exec_allow)
             .map_err(|e| ("exec-allow".to_string(), e.to_string()))?;

@@ -140,6 +140,11 @@ pub enum CoordinatorToWorker {
     NotLeader {
         leader: Option<LeaderAddresses>,
     },
+    /// The answer to every `Heartbeat`: the coordinator is alive and
+    /// reading. A worker that has had one on a connection and then hears
+    /// nothing for `coordinator-timeout-millis` leaves that coordinator (a
+    /// paused or partitioned one) for the next address.
+    HeartbeatAck,
 }
 
 // ---------------------------------------------------------------- clients

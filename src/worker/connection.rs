@@ -60,6 +60,9 @@ pub enum ConnectionError {
     VersionMismatch { ours: u32, theirs: u32 },
     #[error("connection closed by the coordinator")]
     Closed,
+    /// The coordinator answered heartbeats, then fell silent.
+    #[error("coordinator silent for {0:?} after answering heartbeats")]
+    Silent(Duration),
     #[error("no registration within {0:?}")]
     HandshakeTimeout(Duration),
     #[error("frame writer failed: {0}")]
@@ -99,6 +102,8 @@ pub struct Worker {
     pub worker_id: WorkerId,
     pub capacity: u32,
     pub heartbeat: Duration,
+    /// Silence after a `HeartbeatAck` that ends the connection.
+    pub coordinator_timeout: Duration,
     pub reconnect_max: Duration,
     pub max_frame_bytes: usize,
     pub pool: TaskPool,
@@ -354,12 +359,25 @@ impl Worker {
         r: Reading<'_>,
         epochs: &mut EpochFilter,
     ) -> Result<(), ConnectionError> {
+        // Silence counts only once the coordinator has shown it answers
+        // heartbeats (an older one never does).
+        let mut answers_heartbeats = false;
         loop {
+            let silence = match answers_heartbeats {
+                true => self.coordinator_timeout,
+                false => Duration::MAX,
+            };
             let frame = tokio::select! {
                 _ = r.live.cancelled() => return Ok(()),
-                frame = stream.next() => frame,
+                frame = tokio::time::timeout(silence, stream.next()) => {
+                    frame.map_err(|_| ConnectionError::Silent(silence))?
+                }
             };
             let frame = frame.ok_or(ConnectionError::Closed)??;
+            if frame == CoordinatorToWorker::HeartbeatAck {
+                answers_heartbeats = true;
+                continue;
+            }
             let admitted = epochs.admit_frame(&frame);
             self.observe(r.addr, &frame, admitted, epochs);
             if !admitted {
@@ -467,6 +485,7 @@ fn frame_name(frame: &CoordinatorToWorker) -> &'static str {
         CoordinatorToWorker::TaskCancel { .. } => "TaskCancel",
         CoordinatorToWorker::Error { .. } => "Error",
         CoordinatorToWorker::NotLeader { .. } => "NotLeader",
+        CoordinatorToWorker::HeartbeatAck => "HeartbeatAck",
     }
 }
 

@@ -245,6 +245,7 @@ async fn run_with_task_runtime(run: Run, log: Logger, shutdown: Shutdown) {
         worker_id,
         capacity: config.capacity,
         heartbeat: Duration::from_millis(config.heartbeat_interval_millis),
+        coordinator_timeout: Duration::from_millis(config.coordinator_timeout_millis),
         reconnect_max: Duration::from_millis(config.reconnect_max_millis),
         max_frame_bytes: config.max_frame_bytes,
         log,
