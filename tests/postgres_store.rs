@@ -190,7 +190,8 @@ fn an_unreachable_or_bad_database_refuses_to_start_without_the_password() {
         ),
     ];
     for (url, named) in cases {
-        let output = Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"));
+        command
             .args(["--store", "postgres", "--http-listen", ""])
             .args([
                 "--client-listen",
@@ -200,9 +201,8 @@ fn an_unreachable_or_bad_database_refuses_to_start_without_the_password() {
             ])
             .arg("--db-path")
             .arg(dir.path().join("unused.db"))
-            .env("TASKYARD_POSTGRES_URL", &url)
-            .output()
-            .expect("run coordinator");
+            .env("TASKYARD_POSTGRES_URL", &url);
+        let output = exits_within(command, Duration::from_secs(20));
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("postgres-url"), "{stderr}");
@@ -211,11 +211,11 @@ fn an_unreachable_or_bad_database_refuses_to_start_without_the_password() {
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(!stdout.contains("hunter2secret"), "{stdout}");
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"));
+    command
         .args(["--store", "postgres"])
-        .env_remove("TASKYARD_POSTGRES_URL")
-        .output()
-        .expect("run coordinator");
+        .env_remove("TASKYARD_POSTGRES_URL");
+    let output = exits_within(command, Duration::from_secs(20));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("postgres-url"), "{stderr}");
@@ -223,6 +223,30 @@ fn an_unreachable_or_bad_database_refuses_to_start_without_the_password() {
         !dir.path().join("unused.db").exists(),
         "no SQLite file opened"
     );
+}
+
+/// Runs `command` to its end, or kills it after `limit` and fails naming
+/// what it printed: a start-up that should fail must not hang the suite.
+fn exits_within(mut command: Command, limit: Duration) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run coordinator");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("output");
+            panic!(
+                "the coordinator did not exit within {limit:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
 }
 
 /// What the coordinator logs about its store names the database without
