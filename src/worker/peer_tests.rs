@@ -437,6 +437,31 @@ async fn silent_coordinator_is_abandoned_and_retried() {
     h.stop().await;
 }
 
+/// A coordinator that answered a heartbeat and then fell silent (paused,
+/// partitioned) is left after coordinator-timeout-millis, and its running
+/// task goes on to the next connection; one that never answers heartbeats
+/// (an older coordinator) is not.
+#[tokio::test(start_paused = true)]
+async fn a_coordinator_silent_after_answering_heartbeats_is_left_for_a_new_connection() {
+    let h = Harness::start("w-ack", 1).await;
+    let (mut quiet, _) = h.accept_registered().await;
+    // Never acknowledged: heartbeats go on well past the timeout.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        assert_eq!(next(&mut quiet).await, Some(WorkerMessage::Heartbeat));
+    }
+    send(&mut quiet, CoordinatorToWorker::HeartbeatAck).await;
+    let acked = Instant::now();
+    let (_next, register) = h.accept_registered().await;
+    assert!(matches!(register, WorkerMessage::Register { .. }));
+    let waited = acked.elapsed();
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_secs(13),
+        "left after the default coordinator-timeout-millis (10 s), not {waited:?}"
+    );
+    h.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn shutdown_closes_the_connection() {
     let h = Harness::start("w-stop", 1).await;
