@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod db;
+pub mod ha_processes;
 pub mod http;
 pub mod jobs;
 pub mod postgres;
