@@ -215,3 +215,23 @@ fn a_worker_config_with_an_empty_list_element_exits_2_naming_the_key_and_file() 
         assert!(stderr.contains(part), "{part:?} in {stderr}");
     }
 }
+
+/// Every heartbeat is answered, so a worker can tell a paused or
+/// partitioned coordinator (no answers) from a live one.
+#[test]
+fn every_heartbeat_is_answered_with_a_heartbeat_ack() {
+    let cluster = Cluster::start(0, 1);
+    let mut raw = common::raw_worker::RawWorker::register(
+        cluster.coordinator().worker_addr,
+        "beating",
+        1,
+        &["sleep"],
+    );
+    for _ in 0..3 {
+        raw.send(taskyard::protocol::WorkerMessage::Heartbeat);
+        assert_eq!(
+            raw.recv(Duration::from_secs(5)),
+            Some(taskyard::protocol::CoordinatorToWorker::HeartbeatAck)
+        );
+    }
+}

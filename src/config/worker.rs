@@ -23,10 +23,10 @@ config_struct! {
         heartbeat_interval_millis: u64 = 2000,
         /// Longest pause between reconnection attempts.
         reconnect_max_millis: u64 = 5000,
-        /// Silence after which the coordinator counts as gone: once it has
-        /// answered a heartbeat on a connection, nothing heard from it for
-        /// this long (a paused or partitioned coordinator) makes the worker
-        /// leave it for the next address. Running tasks go on. Must exceed
+        /// Silence after which the coordinator counts as gone: nothing heard
+        /// from it for this long (it answers every heartbeat; a paused or
+        /// partitioned coordinator does not) makes the worker leave it for
+        /// the next address. Running tasks go on. Must exceed
         /// heartbeat-interval-millis.
         coordinator_timeout_millis: u64 = 10_000,
         /// Largest accepted frame, in either direction.

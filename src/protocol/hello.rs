@@ -11,7 +11,12 @@ use std::fmt;
 /// or result in pieces; a `JobView` may leave out fields that do not fit
 /// one frame. Workers' frames are unchanged, but a worker and its
 /// coordinator still agree on one version.
-pub const PROTOCOL_VERSION: u32 = 2;
+///
+/// 3: high availability. A standby answers `Hello` with `NotLeader`; the
+/// coordinator answers every `Heartbeat` with `HeartbeatAck`;
+/// `Registered`, `TaskAssign` and `TaskCancel` carry the lease's `epoch`;
+/// `Register` lists the attempts the worker still runs (`running`).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The `Error` frame text for a missing or wrong token; clients match on it.
 pub const UNAUTHORIZED: &str = "unauthorized";

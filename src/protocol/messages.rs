@@ -141,9 +141,9 @@ pub enum CoordinatorToWorker {
         leader: Option<LeaderAddresses>,
     },
     /// The answer to every `Heartbeat`: the coordinator is alive and
-    /// reading. A worker that has had one on a connection and then hears
-    /// nothing for `coordinator-timeout-millis` leaves that coordinator (a
-    /// paused or partitioned one) for the next address.
+    /// reading. A worker that hears nothing for `coordinator-timeout-millis`
+    /// leaves that coordinator (a paused or partitioned one) for the next
+    /// address.
     HeartbeatAck,
 }
 

@@ -60,8 +60,8 @@ pub enum ConnectionError {
     VersionMismatch { ours: u32, theirs: u32 },
     #[error("connection closed by the coordinator")]
     Closed,
-    /// The coordinator answered heartbeats, then fell silent.
-    #[error("coordinator silent for {0:?} after answering heartbeats")]
+    /// Nothing, not even a heartbeat's answer, came for this long.
+    #[error("coordinator silent for {0:?} (heartbeats unanswered)")]
     Silent(Duration),
     #[error("no registration within {0:?}")]
     HandshakeTimeout(Duration),
@@ -102,7 +102,7 @@ pub struct Worker {
     pub worker_id: WorkerId,
     pub capacity: u32,
     pub heartbeat: Duration,
-    /// Silence after a `HeartbeatAck` that ends the connection.
+    /// Silence from the coordinator that ends the connection.
     pub coordinator_timeout: Duration,
     pub reconnect_max: Duration,
     pub max_frame_bytes: usize,
@@ -359,14 +359,11 @@ impl Worker {
         r: Reading<'_>,
         epochs: &mut EpochFilter,
     ) -> Result<(), ConnectionError> {
-        // Silence counts only once the coordinator has shown it answers
-        // heartbeats (an older one never does).
-        let mut answers_heartbeats = false;
+        // A coordinator of this protocol version answers every heartbeat:
+        // silence for coordinator-timeout-millis means it is paused or cut
+        // off, though its socket may look open.
+        let silence = self.coordinator_timeout;
         loop {
-            let silence = match answers_heartbeats {
-                true => self.coordinator_timeout,
-                false => Duration::MAX,
-            };
             let frame = tokio::select! {
                 _ = r.live.cancelled() => return Ok(()),
                 frame = tokio::time::timeout(silence, stream.next()) => {
@@ -375,7 +372,6 @@ impl Worker {
             };
             let frame = frame.ok_or(ConnectionError::Closed)??;
             if frame == CoordinatorToWorker::HeartbeatAck {
-                answers_heartbeats = true;
                 continue;
             }
             let admitted = epochs.admit_frame(&frame);

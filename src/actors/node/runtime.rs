@@ -48,8 +48,16 @@ pub type StoreOpener = Arc<dyn Fn() -> Result<TermStore, StoreError> + Send + Sy
 pub fn postgres_opener(config: &CoordinatorConfig) -> StoreOpener {
     let url = config.postgres_url.expose().to_string();
     let config = config.clone();
+    // A leader paused or cut off with a batch staged holds the lease row
+    // under the fence's lock until PostgreSQL ends its idle transaction:
+    // that must happen well within the lease, or a standby could not take
+    // over when the lease expires.
+    let idle_limit = crate::store::postgres::DEFAULT_IDLE_LIMIT
+        .min(Duration::from_millis(config.leader_lease_millis / 2))
+        .max(Duration::from_millis(100));
     Arc::new(move || {
-        let store = PostgresStore::open(&url)?;
+        let mut store = PostgresStore::open(&url)?;
+        store.set_idle_limit(idle_limit);
         let readers = postgres_readers(store.target(), &config)
             .map_err(|e| StoreError::new("postgres-url", e.to_string()))?;
         Ok(TermStore {
