@@ -105,7 +105,7 @@ fn a_leader_frozen_past_its_lease_steps_down_when_thawed_and_never_acts_again() 
         "{hello:?}"
     );
 
-    coordinators[old].signal("STOP");
+    coordinators[old].freeze();
     let frozen = Instant::now();
     // Sent while frozen: the old leader reads it once thawed.
     let mut request = common::jobs::request("echo", serde_json::json!({ "message": "held" }));

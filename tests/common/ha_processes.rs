@@ -154,3 +154,24 @@ pub fn http_body(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
     Some((status, body))
 }
+
+impl CoordinatorProcess {
+    /// Sends SIGSTOP and returns once every thread of the process is
+    /// stopped (`T` in /proc), so nothing it does afterwards can predate
+    /// the freeze.
+    pub fn freeze(&self) {
+        self.signal("STOP");
+        let tasks = format!("/proc/{}/task", self.pid());
+        super::wait_until("every thread to stop", Duration::from_secs(5), || {
+            std::fs::read_dir(&tasks).is_ok_and(|dir| {
+                dir.flatten().all(|task| {
+                    std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                        // The state follows the parenthesised command name.
+                        stat.rsplit_once(") ")
+                            .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+                    })
+                })
+            })
+        });
+    }
+}
