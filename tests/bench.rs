@@ -70,3 +70,110 @@ fn tiny_bench_drains_every_job_and_reports_consistent_figures() {
     // The restart loads every job of both phases.
     assert_eq!(number(&report, &["recovery", "rows"]), 520.0, "{report}");
 }
+
+mod common;
+
+/// `taskyard bench ... --json` with `args`: the report, or a panic with
+/// stderr.
+fn bench_json(args: &[&str]) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .env_remove("TASKYARD_COORDINATOR")
+        .env_remove("TASKYARD_POSTGRES_URL")
+        .output()
+        .expect("taskyard runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bench {args:?} failed: {stderr}");
+    serde_json::from_slice(&output.stdout).expect("one JSON document")
+}
+
+#[test]
+fn bench_store_postgres_drains_from_an_empty_schema_and_times_recovery_and_takeover() {
+    let Some(pg) = common::postgres::start() else {
+        return;
+    };
+    let url = pg.url();
+    let drain = [
+        "--store",
+        "postgres",
+        "--postgres-url",
+        &url,
+        "--jobs",
+        "200",
+        "--latency-jobs",
+        "0",
+        "--recovery",
+    ];
+    // Twice on one database: the second run starts from an empty schema,
+    // so it holds (and recovers) its own 200 jobs only.
+    for _ in 0..2 {
+        let report = bench_json(&drain);
+        assert_eq!(report["setup"]["store"], "postgres", "{report}");
+        assert_eq!(number(&report, &["throughput", "succeeded"]), 200.0);
+        assert!(number(&report, &["throughput", "drain_jobs_per_sec"]) > 0.0);
+        assert!(number(&report, &["persistence", "batches"]) >= 1.0);
+        assert_eq!(
+            number(&report, &["settled", "jobs_in_memory"]),
+            200.0,
+            "{report}"
+        );
+        assert_eq!(number(&report, &["recovery", "rows"]), 200.0, "{report}");
+    }
+
+    let recovery = bench_json(&[
+        "recovery",
+        "--store",
+        "postgres",
+        "--postgres-url",
+        &url,
+        "--finished",
+        "100",
+        "--active",
+        "50",
+        "--runs",
+        "1",
+    ]);
+    assert_eq!(number(&recovery, &["stored"]), 150.0, "{recovery}");
+    assert_eq!(number(&recovery, &["loaded"]), 150.0, "{recovery}");
+    assert!(number(&recovery, &["ready_median_ms"]) > 0.0);
+    let store = recovery["store"].as_str().expect("store named");
+    assert!(
+        store.contains("PostgreSQL") && !store.contains(pg.password()),
+        "{store}"
+    );
+
+    let takeover = bench_json(&[
+        "takeover",
+        "--store",
+        "postgres",
+        "--postgres-url",
+        &url,
+        "--runs",
+        "1",
+        "--lease-millis",
+        "1000",
+    ]);
+    let times = takeover["takeover_ms"].as_array().expect("takeover_ms");
+    assert_eq!(times.len(), 1, "{takeover}");
+    assert_eq!(number(&takeover, &["lease_millis"]), 1000.0);
+    // The standby cannot lead before the killed leader's lease expired:
+    // renewed at most a third of the lease before the kill.
+    let median = number(&takeover, &["takeover_median_ms"]);
+    assert!(median >= 600.0, "{takeover}");
+    let accepted = number(&takeover, &["accepted"]);
+    assert!(accepted > 0.0, "{takeover}");
+    assert_eq!(number(&takeover, &["succeeded"]), accepted, "{takeover}");
+}
+
+#[test]
+fn bench_takeover_needs_postgres() {
+    let output = Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .args(["bench", "takeover"])
+        .output()
+        .expect("taskyard runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--store postgres"), "{stderr}");
+}

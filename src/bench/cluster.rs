@@ -3,13 +3,15 @@
 //! in-process workers that run the benchmark's no-op task types.
 
 use crate::actors::coordinator::{Inspect, Inspection};
+use crate::actors::node::NodeHandle;
 use crate::actors::CoordinatorHandle;
+use crate::bench::postgres::BenchPostgres;
 use crate::bench::seed::{self, SeedPlan};
 use crate::bench::{BenchError, BenchOptions};
 use crate::client::Client;
 use crate::client::ClientOptions;
 use crate::clock::Clock;
-use crate::config::{CoordinatorConfig, WorkerConfig};
+use crate::config::{CoordinatorConfig, PostgresUrl, StoreKind, WorkerConfig};
 use crate::protocol::{JobId, TaskOutcome};
 use crate::worker::{TaskRegistry, Threads, WorkerHandle};
 use slog::Logger;
@@ -58,11 +60,111 @@ pub struct Cluster {
     log: Logger,
 }
 
-/// A coordinator this process started, with its temporary database.
+/// A coordinator this process started, with its temporary database (or
+/// the PostgreSQL it runs on, dropped after it).
 struct OwnCoordinator {
-    handle: CoordinatorHandle,
+    running: Running,
     config: CoordinatorConfig,
     dir: TempDir,
+    postgres: Option<BenchPostgres>,
+}
+
+/// How the own coordinator was started: as `taskyard-coordinator` starts
+/// it for the configured store (on PostgreSQL a node that wins the lease
+/// and leads with its fence, as in production).
+enum Running {
+    Single(CoordinatorHandle),
+    Node(NodeHandle),
+}
+
+impl Running {
+    /// Starts the coordinator `config` describes and returns once it
+    /// serves, with the rows recovery loaded when known.
+    fn start(config: &CoordinatorConfig, log: Logger) -> Result<(Running, usize), BenchError> {
+        let failed = |e: crate::actors::server::StartError| BenchError::Start(e.to_string());
+        match config.store {
+            StoreKind::Sqlite => {
+                let handle = CoordinatorHandle::spawn(config.clone(), log).map_err(failed)?;
+                let rows = handle.recovery.loaded;
+                Ok((Running::Single(handle), rows))
+            }
+            StoreKind::Postgres => {
+                let node = NodeHandle::spawn_postgres(config.clone(), log).map_err(failed)?;
+                wait_leading(&node, LEAD_WITHIN)?;
+                let running = Running::Node(node);
+                // Nothing has been submitted yet: what it holds is what
+                // recovery loaded.
+                let rows = inspect(&running)?.jobs_in_memory;
+                Ok((running, rows))
+            }
+        }
+    }
+
+    fn client_addr(&self) -> SocketAddr {
+        match self {
+            Running::Single(h) => h.client_addr,
+            Running::Node(n) => n.client_addr,
+        }
+    }
+
+    fn worker_addr(&self) -> SocketAddr {
+        match self {
+            Running::Single(h) => h.worker_addr,
+            Running::Node(n) => n.worker_addr,
+        }
+    }
+
+    fn coordinator(&self) -> Option<actix::Addr<crate::actors::coordinator::Coordinator>> {
+        match self {
+            Running::Single(h) => Some(h.coordinator().clone()),
+            Running::Node(n) => n.coordinator(),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Running::Single(h) => {
+                h.stop();
+            }
+            Running::Node(n) => {
+                n.stop();
+            }
+        }
+    }
+}
+
+/// The counters of the coordinator `running` serves with.
+fn inspect(running: &Running) -> Result<Inspection, BenchError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| BenchError::Failed(format!("cannot build a runtime: {e}")))?;
+    let coordinator = running
+        .coordinator()
+        .ok_or_else(|| BenchError::Failed("the node no longer leads".into()))?;
+    let inspected = runtime
+        .block_on(coordinator.send(Inspect))
+        .map_err(|e| BenchError::Failed(format!("coordinator unreachable: {e}")))?;
+    inspected.map_err(|e| BenchError::Failed(format!("coordinator invariant broken: {e}")))
+}
+
+/// How long a node started on a free lease may take to lead.
+pub(super) const LEAD_WITHIN: Duration = Duration::from_secs(30);
+
+/// Waits until `node` serves (won the lease and recovered).
+pub(super) fn wait_leading(node: &NodeHandle, within: Duration) -> Result<(), BenchError> {
+    let deadline = Instant::now() + within;
+    while node.coordinator().is_none() {
+        if Instant::now() > deadline {
+            let view = node.view.read();
+            return Err(BenchError::Start(format!(
+                "the node on PostgreSQL did not lead within {within:?} (role {}, lease error {:?})",
+                view.role.name(),
+                view.lease_error
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
 }
 
 impl Cluster {
@@ -73,7 +175,7 @@ impl Cluster {
             Some(addr) => (None, addr.clone(), remote_worker_addr(opts, addr)?),
             None => {
                 let own = OwnCoordinator::start(opts, log.clone())?;
-                let (c, w) = (own.handle.client_addr, own.handle.worker_addr);
+                let (c, w) = (own.running.client_addr(), own.running.worker_addr());
                 (Some(own), c.to_string(), w.to_string())
             }
         };
@@ -135,22 +237,14 @@ impl Cluster {
         let Some(own) = &self.own else {
             return Ok(None);
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .map_err(|e| BenchError::Failed(format!("cannot build a runtime: {e}")))?;
-        let inspected = runtime
-            .block_on(own.handle.coordinator().send(Inspect))
-            .map_err(|e| BenchError::Failed(format!("coordinator unreachable: {e}")))?;
-        inspected
-            .map(Some)
-            .map_err(|e| BenchError::Failed(format!("coordinator invariant broken: {e}")))
+        inspect(&own.running).map(Some)
     }
 
     /// How many `--seed-finished` jobs the database still holds (expiry
     /// deletes them with `--seed-expired`); `None` for a remote
     /// coordinator. Reads the database beside the coordinator.
     pub fn seeded_left(&self) -> Result<Option<u64>, BenchError> {
-        let Some(own) = &self.own else {
+        let Some(own) = self.own.as_ref().filter(|o| o.postgres.is_none()) else {
             return Ok(None);
         };
         let path = &own.config.db_path;
@@ -175,13 +269,11 @@ impl Cluster {
         let Some(own) = self.own.take() else {
             return Ok(None);
         };
-        own.handle.stop();
+        own.running.stop();
         let started = Instant::now();
-        let handle = CoordinatorHandle::spawn(own.config.clone(), self.log.clone())
-            .map_err(|e| BenchError::Start(e.to_string()))?;
+        let (running, rows) = Running::start(&own.config, self.log.clone())?;
         let ready = started.elapsed();
-        let rows = handle.recovery.loaded;
-        self.own = Some(OwnCoordinator { handle, ..own });
+        self.own = Some(OwnCoordinator { running, ..own });
         Ok(Some((ready, rows)))
     }
 
@@ -195,8 +287,9 @@ impl Cluster {
     pub fn stop(mut self) {
         self.stop_workers();
         if let Some(own) = self.own.take() {
-            own.handle.stop();
+            own.running.stop();
             drop(own.dir);
+            drop(own.postgres);
         }
     }
 }
@@ -215,15 +308,31 @@ impl OwnCoordinator {
             http_listen: String::new(),
             ..CoordinatorConfig::default()
         };
+        let postgres = match opts.store {
+            StoreKind::Sqlite => None,
+            StoreKind::Postgres => Some(BenchPostgres::prepare(opts.postgres_url.as_deref())?),
+        };
+        let config = match &postgres {
+            Some(pg) => CoordinatorConfig {
+                store: StoreKind::Postgres,
+                postgres_url: PostgresUrl::new(pg.url()),
+                node_name: "bench".into(),
+                ..config
+            },
+            None => config,
+        };
         if opts.seed_finished > 0 {
-            seed::seed(&config.db_path, &seed_plan(opts))?;
+            match &postgres {
+                Some(pg) => seed::seed_postgres(pg.url(), &seed_plan(opts))?,
+                None => seed::seed(&config.db_path, &seed_plan(opts))?,
+            };
         }
-        let handle = CoordinatorHandle::spawn(config.clone(), log)
-            .map_err(|e| BenchError::Start(e.to_string()))?;
+        let (running, _) = Running::start(&config, log)?;
         Ok(OwnCoordinator {
-            handle,
+            running,
             config,
             dir,
+            postgres,
         })
     }
 }
@@ -260,7 +369,7 @@ fn remote_worker_addr(opts: &BenchOptions, client_addr: &str) -> Result<String, 
 }
 
 /// The benchmark's task types: `NOOP` and `TIMED`.
-fn registry(start_times: &StartTimes) -> TaskRegistry {
+pub(super) fn registry(start_times: &StartTimes) -> TaskRegistry {
     let mut registry = TaskRegistry::empty();
     let done = || async { TaskOutcome::Succeeded(Vec::new()) };
     let times = start_times.clone();

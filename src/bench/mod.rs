@@ -13,16 +13,18 @@ mod idle;
 mod latency;
 mod load;
 mod pipeline;
+pub mod postgres;
 pub mod report;
 pub mod seed;
 pub mod startup;
+pub mod takeover;
 
 pub use report::BenchReport;
 
 use crate::actors::server::{COORDINATOR_THREAD, PERSISTENCE_THREAD};
 use crate::client::ClientError;
 use crate::client::ClientOptions;
-use crate::config::Synchronous;
+use crate::config::{StoreKind, Synchronous};
 use crate::protocol::{Priority, SubmitRequest};
 use cluster::{Cluster, NOOP, TIMED, UNRUN};
 use cpu::{CpuSnapshot, CpuUsed};
@@ -49,6 +51,12 @@ pub struct BenchOptions {
     pub window: u32,
     pub payload_bytes: usize,
     pub synchronous: Synchronous,
+    /// The own coordinator's store.
+    pub store: StoreKind,
+    /// With `store` PostgreSQL: the database (its `taskyard` schema is
+    /// dropped first); `None` and no `$TASKYARD_POSTGRES_URL`: a throwaway
+    /// cluster started for the run.
+    pub postgres_url: Option<String>,
     pub preload: u64,
     pub idle_workers: u32,
     pub idle_window: Duration,
@@ -248,9 +256,8 @@ fn setup(opts: &BenchOptions) -> Setup {
             .coordinator
             .clone()
             .unwrap_or_else(|| "in-process".into()),
-        synchronous: opts
-            .coordinator
-            .is_none()
+        store: opts.coordinator.is_none().then(|| opts.store.to_string()),
+        synchronous: (opts.coordinator.is_none() && opts.store == StoreKind::Sqlite)
             .then(|| opts.synchronous.to_string()),
         jobs: opts.jobs,
         workers: opts.workers,

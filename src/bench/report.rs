@@ -31,6 +31,9 @@ pub struct BenchReport {
 pub struct Setup {
     /// `in-process` or the address of the coordinator benchmarked.
     pub coordinator: String,
+    /// `sqlite` or `postgres`: the own coordinator's store (`None` for a
+    /// remote one).
+    pub store: Option<String>,
     pub synchronous: Option<String>,
     pub jobs: u64,
     pub workers: u32,
@@ -113,9 +116,13 @@ impl BenchReport {
         let t = &self.throughput;
         let _ = writeln!(
             out,
-            "taskyard bench: {} jobs, {} workers x {} slots, {} clients, batch {}, window {}, payload {} B, coordinator {} (synchronous={})",
+            "taskyard bench: {} jobs, {} workers x {} slots, {} clients, batch {}, window {}, payload {} B, coordinator {} ({})",
             s.jobs, s.workers, s.capacity, s.clients, s.batch, s.window, s.payload_bytes, s.coordinator,
-            s.synchronous.as_deref().unwrap_or("as configured")
+            match (s.store.as_deref(), s.synchronous.as_deref()) {
+                (Some("postgres"), _) => "store postgres".to_string(),
+                (_, Some(sync)) => format!("synchronous={sync}"),
+                _ => "synchronous as configured".to_string(),
+            }
         );
         let _ = writeln!(
             out,

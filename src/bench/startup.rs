@@ -4,14 +4,18 @@
 //! times, each timed from the call to ready-to-serve (database opened,
 //! state recovered, listeners open), and once more step by step.
 
+use crate::actors::node::NodeHandle;
 use crate::actors::CoordinatorHandle;
-use crate::bench::cluster::TempDir;
+use crate::bench::cluster::{wait_leading, TempDir, LEAD_WITHIN};
+use crate::bench::postgres::BenchPostgres;
 use crate::bench::seed::{self, SeedPlan};
 use crate::bench::BenchError;
 use crate::clock::Clock;
-use crate::config::{CoordinatorConfig, Synchronous};
+use crate::config::{CoordinatorConfig, PostgresUrl, StoreKind, Synchronous};
+use crate::scheduler::Stored;
 use crate::scheduler::{CoordinatorState, Policy};
-use crate::store::JobStore;
+use crate::store::postgres::PostgresStore;
+use crate::store::{JobStore, Store, StoreError};
 use serde::Serialize;
 use slog::Logger;
 use std::fmt::Write;
@@ -29,11 +33,16 @@ pub struct StartupOptions {
     pub runs: u32,
     /// Keep the seeded database here instead of a removed temporary one.
     pub db: Option<PathBuf>,
+    pub store: StoreKind,
+    /// With `store` PostgreSQL: see `BenchPostgres::prepare`.
+    pub postgres_url: Option<String>,
 }
 
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct StartupReport {
+    /// `sqlite`, or `postgres` and where (no password).
+    pub store: String,
     pub finished: u64,
     pub active: u64,
     pub keyed: bool,
@@ -41,7 +50,8 @@ pub struct StartupReport {
     /// Each run: call to ready to serve, in milliseconds.
     pub ready_ms: Vec<f64>,
     pub ready_median_ms: f64,
-    /// Jobs loaded into memory (active set and finished window).
+    /// Jobs loaded into memory (active set and finished window); on
+    /// PostgreSQL from the timed step-by-step start-up.
     pub loaded: usize,
     /// Jobs counted as stored.
     pub stored: u64,
@@ -61,6 +71,9 @@ pub struct Steps {
 
 /// Seeds, then times the start-ups.
 pub fn run(opts: &StartupOptions, log: Logger) -> Result<StartupReport, BenchError> {
+    if opts.store == StoreKind::Postgres {
+        return run_postgres(opts, log);
+    }
     // The temporary directory, if any, lives until the report is made.
     let (_temp, path) = match &opts.db {
         Some(db) => (None, db.clone()),
@@ -76,25 +89,15 @@ pub fn run(opts: &StartupOptions, log: Logger) -> Result<StartupReport, BenchErr
             path.display()
         )));
     }
-    let now = crate::clock::SystemClock.now_millis();
-    let plan = SeedPlan {
-        finished: opts.finished,
-        active: opts.active,
-        keyed: opts.keyed,
-        // Finished during the last hour or so: none has expired.
-        finished_from: now - 3_600_000 - opts.finished as i64,
-        task_type: super::cluster::NOOP.into(),
-    };
-    let seeded = seed::seed(&path, &plan)?;
+    let seeded = seed::seed(&path, &seed_plan(opts))?;
     let config = CoordinatorConfig {
-        client_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        worker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         db_path: path.clone(),
-        http_listen: String::new(),
-        max_active_jobs: (opts.active + 1000).max(CoordinatorConfig::default().max_active_jobs),
-        ..CoordinatorConfig::default()
+        ..config(opts)
     };
-    let steps = steps(&config)?;
+    let fail = |e: StoreError| BenchError::Failed(e.to_string());
+    let (steps, _) = steps(&config, || {
+        JobStore::open(&config.db_path, Synchronous::Full).map_err(fail)
+    })?;
     let mut ready_ms = Vec::new();
     let mut summary = None;
     for _ in 0..opts.runs.max(1) {
@@ -107,6 +110,7 @@ pub fn run(opts: &StartupOptions, log: Logger) -> Result<StartupReport, BenchErr
     }
     let summary = summary.unwrap_or_default();
     Ok(StartupReport {
+        store: "sqlite".into(),
         finished: opts.finished,
         active: opts.active,
         keyed: opts.keyed,
@@ -120,29 +124,104 @@ pub fn run(opts: &StartupOptions, log: Logger) -> Result<StartupReport, BenchErr
     })
 }
 
-/// One start-up's store steps timed apart, without listeners.
-fn steps(config: &CoordinatorConfig) -> Result<Steps, BenchError> {
-    let fail = |e: crate::store::StoreError| BenchError::Failed(e.to_string());
+/// `bench recovery --store postgres`: seeds an empty `taskyard` schema,
+/// then times nodes started as `taskyard-coordinator` starts them (lease
+/// won, fence set, recovery run) until each serves; each stops cleanly,
+/// releasing the lease for the next.
+fn run_postgres(opts: &StartupOptions, log: Logger) -> Result<StartupReport, BenchError> {
+    if opts.db.is_some() {
+        return Err(BenchError::Failed(
+            "--db names an SQLite file; it cannot be used with --store postgres".into(),
+        ));
+    }
+    let pg = BenchPostgres::prepare(opts.postgres_url.as_deref())?;
+    let seeded = seed::seed_postgres(pg.url(), &seed_plan(opts))?;
+    let config = CoordinatorConfig {
+        store: StoreKind::Postgres,
+        postgres_url: PostgresUrl::new(pg.url()),
+        node_name: "bench-recovery".into(),
+        ..config(opts)
+    };
+    let fail = |e: StoreError| BenchError::Failed(e.to_string());
+    let (steps, loaded) = steps(&config, || PostgresStore::open(pg.url()).map_err(fail))?;
+    let mut ready_ms = Vec::new();
+    for _ in 0..opts.runs.max(1) {
+        let started = Instant::now();
+        let node = NodeHandle::spawn_postgres(config.clone(), log.clone())
+            .map_err(|e| BenchError::Start(e.to_string()))?;
+        wait_leading(&node, LEAD_WITHIN)?;
+        ready_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        node.stop();
+    }
+    Ok(StartupReport {
+        store: pg.describe(),
+        finished: opts.finished,
+        active: opts.active,
+        keyed: opts.keyed,
+        seed_secs: seeded.secs,
+        ready_median_ms: median(&ready_ms),
+        ready_ms,
+        loaded: loaded.0,
+        stored: loaded.1,
+        steps,
+        db: None,
+    })
+}
+
+/// What `opts` seeds: finished during the last hour or so (none has
+/// expired), then the active jobs.
+fn seed_plan(opts: &StartupOptions) -> SeedPlan {
+    let now = crate::clock::SystemClock.now_millis();
+    SeedPlan {
+        finished: opts.finished,
+        active: opts.active,
+        keyed: opts.keyed,
+        finished_from: now - 3_600_000 - opts.finished as i64,
+        task_type: super::cluster::NOOP.into(),
+    }
+}
+
+/// The coordinator started on the seeded database: ephemeral ports, no
+/// HTTP, room for every active job.
+fn config(opts: &StartupOptions) -> CoordinatorConfig {
+    CoordinatorConfig {
+        client_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        worker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        http_listen: String::new(),
+        max_active_jobs: (opts.active + 1000).max(CoordinatorConfig::default().max_active_jobs),
+        ..CoordinatorConfig::default()
+    }
+}
+
+/// One start-up's store steps timed apart, without listeners or lease:
+/// open the store `open` opens, load, recover; with (loaded, stored).
+fn steps<S: Store>(
+    config: &CoordinatorConfig,
+    open: impl FnOnce() -> Result<S, BenchError>,
+) -> Result<(Steps, (usize, u64)), BenchError> {
+    let fail = |e: StoreError| BenchError::Failed(e.to_string());
     let started = Instant::now();
-    let store = JobStore::open(&config.db_path, Synchronous::Full).map_err(fail)?;
+    let mut store = open()?;
     let opened = Instant::now();
-    let stored = store
+    let stored: Stored = store
         .load_for_recovery(config.retain_finished_in_memory)
         .map_err(fail)?;
     let loaded = Instant::now();
     let log = Logger::root(slog::Discard, slog::o!());
     let mut state = CoordinatorState::new(Policy::from_config(config), log);
-    state.recover_stored(stored, crate::clock::SystemClock.now());
+    let summary = state.recover_stored(stored, crate::clock::SystemClock.now());
     let recovered = Instant::now();
     let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1000.0;
-    Ok(Steps {
+    let steps = Steps {
         open_ms: ms(started, opened),
         load_ms: ms(opened, loaded),
         recover_ms: ms(loaded, recovered),
-    })
+    };
+    Ok((steps, (summary.loaded, summary.stored)))
 }
 
-fn median(values: &[f64]) -> f64 {
+/// The middle value, or the mean of the middle two; 0 for none.
+pub(super) fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     match sorted.len() {
@@ -158,7 +237,8 @@ impl StartupReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "taskyard bench recovery: {} finished and {} active jobs{}, seeded in {:.1} s",
+            "taskyard bench recovery ({}): {} finished and {} active jobs{}, seeded in {:.1} s",
+            self.store,
             self.finished,
             self.active,
             if self.keyed {

@@ -2,7 +2,7 @@
 
 use crate::bench::{self, BenchOptions};
 use crate::cli::{CliError, Context, Exit};
-use crate::config::{LogFormat, LogLevel, Synchronous};
+use crate::config::{LogFormat, LogLevel, StoreKind, Synchronous};
 use clap::{Args, Subcommand};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -36,6 +36,8 @@ pub struct BenchArgs {
     /// SQLite synchronous mode of the coordinator started here.
     #[arg(long, default_value = "full")]
     pub synchronous: Synchronous,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Queue this many LOW jobs of a type no worker runs before measuring.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub preload: u64,
@@ -73,11 +75,49 @@ pub struct BenchArgs {
     pub log_level: LogLevel,
 }
 
+/// Which store the coordinator started here uses.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// `sqlite` (a temporary file) or `postgres`: the coordinator starts
+    /// as `taskyard-coordinator` does with `store = "postgres"` (it wins
+    /// the leader lease and writes under its fence).
+    #[arg(long, default_value = "sqlite")]
+    pub store: StoreKind,
+    /// With --store postgres: the database to use (else
+    /// $TASKYARD_POSTGRES_URL, else a throwaway cluster started and
+    /// stopped by the bench). Its `taskyard` schema is dropped first.
+    #[arg(long, value_name = "URL")]
+    pub postgres_url: Option<String>,
+}
+
 /// Benchmarks other than the default throughput run.
 #[derive(Debug, Subcommand)]
 pub enum BenchWhat {
     /// Time coordinator start-up on a database holding many finished jobs.
     Recovery(RecoveryArgs),
+    /// Time a standby's takeover after the leader is killed (PostgreSQL).
+    Takeover(TakeoverArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TakeoverArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Times the leader is killed.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub runs: u32,
+    /// leader-lease-millis of both coordinators.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub lease_millis: u64,
+    /// In-process workers (given both coordinators' worker addresses).
+    #[arg(long, value_name = "W", default_value_t = 2)]
+    pub workers: u32,
+    /// Task slots per worker.
+    #[arg(long, value_name = "C", default_value_t = 8)]
+    pub capacity: u32,
+    /// Pause between the job stream's submissions.
+    #[arg(long, value_name = "MS", default_value_t = 2)]
+    pub interval_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -98,12 +138,22 @@ pub struct RecoveryArgs {
     /// `taskyard-coordinator` on it.
     #[arg(long, value_name = "FILE")]
     pub db: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// Runs the benchmark and prints its report.
 pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
-    if let Some(BenchWhat::Recovery(recovery)) = args.what {
-        return run_recovery(ctx, recovery, args.log_level);
+    match args.what {
+        Some(BenchWhat::Recovery(recovery)) => return run_recovery(ctx, recovery, args.log_level),
+        Some(BenchWhat::Takeover(takeover)) => return run_takeover(ctx, takeover, args.log_level),
+        None => {}
+    }
+    if ctx.coordinator_given && args.store.store == StoreKind::Postgres {
+        return Err(CliError::BadArgument(
+            "--store postgres starts a coordinator here; it cannot be used with --coordinator"
+                .into(),
+        ));
     }
     if args.jobs == 0
         || args.workers == 0
@@ -168,6 +218,8 @@ fn options(ctx: &Context, args: &BenchArgs) -> BenchOptions {
         window: args.window,
         payload_bytes: args.payload_bytes,
         synchronous: args.synchronous,
+        store: args.store.store,
+        postgres_url: args.store.postgres_url.clone(),
         preload: args.preload,
         idle_workers: args.idle_workers,
         idle_window: Duration::from_secs(args.idle_secs.max(1)),
@@ -187,10 +239,43 @@ fn run_recovery(ctx: &Context, args: RecoveryArgs, level: LogLevel) -> Result<Ex
         keyed: args.keyed,
         runs: args.runs,
         db: args.db,
+        store: args.store.store,
+        postgres_url: args.store.postgres_url,
     };
     let log = crate::logging::build_logger(level, LogFormat::Text);
     let report = bench::startup::run(&opts, log)
         .map_err(|e| CliError::Setup(format!("bench recovery: {e}")))?;
+    print(ctx, &report, || report.to_text())
+}
+
+/// `bench takeover`: two coordinator processes on PostgreSQL, the leader
+/// killed `--runs` times.
+fn run_takeover(ctx: &Context, args: TakeoverArgs, level: LogLevel) -> Result<Exit, CliError> {
+    if args.store.store != StoreKind::Postgres {
+        return Err(CliError::BadArgument(
+            "bench takeover needs --store postgres (a takeover needs a shared database)".into(),
+        ));
+    }
+    if args.runs == 0 || args.workers == 0 || args.capacity == 0 || args.lease_millis == 0 {
+        return Err(CliError::BadArgument(
+            "--runs, --workers, --capacity and --lease-millis must be at least 1".into(),
+        ));
+    }
+    let program = std::env::current_exe()
+        .map_err(|e| CliError::Setup(format!("bench takeover: cannot find this program: {e}")))?
+        .with_file_name("taskyard-coordinator");
+    let opts = bench::takeover::TakeoverOptions {
+        runs: args.runs,
+        lease_millis: args.lease_millis,
+        workers: args.workers,
+        capacity: args.capacity,
+        interval: Duration::from_millis(args.interval_ms),
+        postgres_url: args.store.postgres_url,
+        coordinator_program: program,
+    };
+    let log = crate::logging::build_logger(level, LogFormat::Text);
+    let report = bench::takeover::run(&opts, log)
+        .map_err(|e| CliError::Setup(format!("bench takeover: {e}")))?;
     print(ctx, &report, || report.to_text())
 }
 

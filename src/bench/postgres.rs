@@ -1,0 +1,69 @@
+//! The PostgreSQL a `--store postgres` benchmark runs on: the one at
+//! `--postgres-url` (or `$TASKYARD_POSTGRES_URL`), else a throwaway
+//! cluster started here and stopped when the benchmark ends. Every run
+//! starts from an empty `taskyard` schema, so runs are comparable.
+
+use crate::bench::BenchError;
+use crate::store::postgres::throwaway::ThrowawayPostgres;
+use crate::store::postgres::PgTarget;
+
+/// A database holding no `taskyard` schema yet, and the cluster it lives
+/// in when this process started it.
+pub struct BenchPostgres {
+    url: String,
+    /// Where the URL points, without its password.
+    describe: String,
+    /// Dropped (stopped, removed) with the benchmark.
+    _own: Option<ThrowawayPostgres>,
+}
+
+impl BenchPostgres {
+    /// Reaches `url` (or `$TASKYARD_POSTGRES_URL`; empty means neither),
+    /// else starts a throwaway cluster; then drops the `taskyard` schema
+    /// with everything in it.
+    pub fn prepare(url: Option<&str>) -> Result<BenchPostgres, BenchError> {
+        let given = url
+            .map(str::to_string)
+            .or_else(|| std::env::var("TASKYARD_POSTGRES_URL").ok())
+            .filter(|u| !u.is_empty());
+        let (url, own) = match given {
+            Some(url) => (url, None),
+            None => {
+                let pg = ThrowawayPostgres::start()
+                    .map_err(|e| BenchError::Start(format!("--store postgres: {e}")))?;
+                (pg.url(), Some(pg))
+            }
+        };
+        let target =
+            PgTarget::parse(&url).map_err(|e| BenchError::Start(format!("--postgres-url: {e}")))?;
+        let bench = BenchPostgres {
+            describe: target.describe().to_string(),
+            url,
+            _own: own,
+        };
+        bench.reset(&target)?;
+        Ok(bench)
+    }
+
+    /// The URL, password included: only for connecting.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Where the database is (no password), and whether it was started
+    /// here.
+    pub fn describe(&self) -> String {
+        match self._own {
+            Some(_) => format!("{} (throwaway, started by the bench)", self.describe),
+            None => self.describe.clone(),
+        }
+    }
+
+    fn reset(&self, target: &PgTarget) -> Result<(), BenchError> {
+        let fail = |e: String| BenchError::Start(format!("--postgres-url {}: {e}", self.describe));
+        let mut client = target.connect().map_err(fail)?;
+        client
+            .batch_execute("DROP SCHEMA IF EXISTS taskyard CASCADE")
+            .map_err(|e| fail(target.redact(&e.to_string())))
+    }
+}
