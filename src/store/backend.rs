@@ -9,7 +9,10 @@ use crate::scheduler::{JobRow, Stored};
 pub trait Store: Send + 'static {
     /// Writes `rows` into the open transaction, beginning one if none is
     /// open: nothing is durable or visible before `commit`. On failure the
-    /// transaction is rolled back with everything staged before.
+    /// transaction is rolled back with everything staged before. A backend
+    /// may keep the rows and write them with the commit instead (PostgreSQL
+    /// does: every statement costs a round trip), so an error in them may
+    /// first show at the commit.
     fn stage(&mut self, rows: &[JobRow]) -> Result<(), StoreError>;
 
     /// Writes `rows` like `stage`, then commits: on `Ok` every row staged

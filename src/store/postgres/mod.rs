@@ -40,8 +40,13 @@ pub const DEFAULT_IDLE_LIMIT: Duration = Duration::from_secs(5);
 pub struct PostgresStore {
     target: PgTarget,
     conn: Option<Connection>,
-    /// A transaction is open on `conn` (rows staged, not committed).
+    /// A transaction is open on `conn` (rows written, not committed).
     in_transaction: bool,
+    /// Rows staged for the next commit, written by it: each statement is
+    /// a round trip, so a batch is written at once, in one set of
+    /// multi-row statements, however many times it was staged. Bounded by
+    /// what one batch holds.
+    staged: Vec<JobRow>,
     /// The epoch every write transaction checks first (`set_fence`).
     fence: Option<u64>,
     /// Longest a write transaction may sit idle (rows staged, no commit
@@ -70,6 +75,7 @@ impl PostgresStore {
             target,
             conn: None,
             in_transaction: false,
+            staged: Vec::new(),
             fence: None,
             idle_limit: DEFAULT_IDLE_LIMIT,
             unfinished: HashMap::new(),
@@ -135,8 +141,9 @@ impl PostgresStore {
         self.fail(self.target.redact(&connect::error_text(e)))
     }
 
-    /// Abandons the open transaction, if any.
+    /// Abandons the open transaction, if any, and what was staged.
     fn rollback(&mut self) {
+        self.staged.clear();
         self.unfinished.clear();
         if std::mem::take(&mut self.in_transaction) {
             if let Some(conn) = self.conn.as_mut() {
@@ -151,16 +158,20 @@ impl PostgresStore {
 }
 
 impl Store for PostgresStore {
+    /// Keeps `rows` for the commit, which writes them (see `staged`):
+    /// an error in them shows at the commit.
     fn stage(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
-        let result = self.write_rows(rows);
-        if result.is_err() {
-            self.rollback();
-        }
-        result
+        self.staged.extend_from_slice(rows);
+        Ok(())
     }
 
     fn commit(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
-        self.stage(rows)?;
+        let mut batch = std::mem::take(&mut self.staged);
+        batch.extend_from_slice(rows);
+        if let Err(e) = self.write_rows(&batch) {
+            self.rollback();
+            return Err(e);
+        }
         if !self.in_transaction {
             return Ok(());
         }
@@ -179,7 +190,7 @@ impl Store for PostgresStore {
         cutoffs: ExpiryCutoffs,
         limit: usize,
     ) -> Result<Option<Vec<ExpiredJob>>, StoreError> {
-        if self.in_transaction {
+        if self.in_transaction || !self.staged.is_empty() {
             return Ok(None);
         }
         self.delete_expired(cutoffs, limit).map(Some)
