@@ -42,17 +42,7 @@ fn start(dir: &std::path::Path, name: &str, lease: &MemoryLease) -> NodeHandle {
 
 /// Waits until `node` serves (its client listener answers `Hello`).
 fn wait_leading(node: &NodeHandle, within: Duration) -> Duration {
-    let started = Instant::now();
-    while started.elapsed() < within {
-        if common::raw_client::serves(&node.client_addr.to_string()) {
-            return started.elapsed();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!(
-        "{} did not lead within {within:?}",
-        node.view.read().me.node
-    );
+    common::raw_client::wait_serving(&node.client_addr.to_string(), within)
 }
 
 /// What the node answers a raw `Hello` with: the leader it names in

@@ -35,17 +35,7 @@ fn start(dir: &std::path::Path, name: &str, url: &str) -> NodeHandle {
 
 /// Waits until `node` serves (its client listener answers `Hello`).
 fn wait_leading(node: &NodeHandle, within: Duration) -> Duration {
-    let started = Instant::now();
-    while started.elapsed() < within {
-        if common::raw_client::serves(&node.client_addr.to_string()) {
-            return started.elapsed();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    panic!(
-        "{} did not lead within {within:?}",
-        node.view.read().me.node
-    );
+    common::raw_client::wait_serving(&node.client_addr.to_string(), within)
 }
 
 fn leader_named_by(node: &NodeHandle) -> Option<String> {

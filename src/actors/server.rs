@@ -512,28 +512,40 @@ pub enum StopOutcome {
     NotDurable,
 }
 
+/// Runs what `start` starts on an actix system of its own, on a thread
+/// named `COORDINATOR_THREAD`; returns once it started (or failed to), with
+/// the system and the thread, which ends with the system's exit code.
+pub(crate) fn spawn_system<S, F>(
+    start: impl FnOnce() -> F + Send + 'static,
+) -> Result<(S, actix::System, std::thread::JoinHandle<i32>), StartError>
+where
+    S: Send + 'static,
+    F: std::future::Future<Output = Result<S, StartError>>,
+{
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name(COORDINATOR_THREAD.into())
+        .spawn(move || {
+            let system = actix::System::new();
+            let started = system.block_on(start());
+            let ok = started.is_ok();
+            let _ = ready_tx.send(started.map(|s| (s, actix::System::current())));
+            if !ok {
+                return 0;
+            }
+            system.run_with_code().unwrap_or(NOT_DURABLE_EXIT_CODE)
+        })
+        .map_err(|_| StartError::Thread)?;
+    let (server, system) = ready_rx.recv().map_err(|_| StartError::Thread)??;
+    Ok((server, system, thread))
+}
+
 impl CoordinatorHandle {
     /// Starts a coordinator with the system clock; returns once it listens.
     pub fn spawn(config: CoordinatorConfig, log: Logger) -> Result<CoordinatorHandle, StartError> {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name(COORDINATOR_THREAD.into())
-            .spawn(move || {
-                let system = actix::System::new();
-                let started = system.block_on(CoordinatorServer::start(
-                    &config,
-                    Arc::new(SystemClock),
-                    log,
-                ));
-                let ok = started.is_ok();
-                let _ = ready_tx.send(started.map(|s| (s, actix::System::current())));
-                if !ok {
-                    return 0;
-                }
-                system.run_with_code().unwrap_or(NOT_DURABLE_EXIT_CODE)
-            })
-            .map_err(|_| StartError::Thread)?;
-        let (server, system) = ready_rx.recv().map_err(|_| StartError::Thread)??;
+        let (server, system, thread) = spawn_system(move || async move {
+            CoordinatorServer::start(&config, Arc::new(SystemClock), log).await
+        })?;
         Ok(CoordinatorHandle {
             client_addr: server.client_addr,
             worker_addr: server.worker_addr,

@@ -72,3 +72,16 @@ pub fn named_leader(addr: &str) -> Option<Option<String>> {
         _ => None,
     }
 }
+
+/// Waits until the coordinator at `addr` serves clients (it leads);
+/// returns how long that took. Panics after `within`.
+pub fn wait_serving(addr: &str, within: Duration) -> Duration {
+    let started = std::time::Instant::now();
+    while started.elapsed() < within {
+        if serves(addr) {
+            return started.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("{addr} did not lead within {within:?}");
+}

@@ -14,7 +14,7 @@ use crate::actors::node::view::{NodeRole, NodeView, Term};
 use crate::actors::open_files;
 use crate::actors::server::{
     advertised, bind, bind_http, local_addr, postgres_readers, spawn_http, start_term, Listeners,
-    StartError, StopOutcome, TermLinks, COORDINATOR_THREAD,
+    StartError, StopOutcome, TermLinks,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
@@ -457,28 +457,10 @@ impl NodeHandle {
         open_store: StoreOpener,
         log: Logger,
     ) -> Result<NodeHandle, StartError> {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let config = Arc::new(config);
-        let thread = std::thread::Builder::new()
-            .name(COORDINATOR_THREAD.into())
-            .spawn(move || {
-                let system = actix::System::new();
-                let started = system.block_on(NodeServer::start(
-                    config,
-                    Arc::new(SystemClock),
-                    lease_store,
-                    open_store,
-                    log,
-                ));
-                let ok = started.is_ok();
-                let _ = ready_tx.send(started.map(|s| (s, actix::System::current())));
-                if !ok {
-                    return 0;
-                }
-                system.run_with_code().unwrap_or(NOT_DURABLE_EXIT_CODE)
-            })
-            .map_err(|_| StartError::Thread)?;
-        let (server, system) = ready_rx.recv().map_err(|_| StartError::Thread)??;
+        let (server, system, thread) = crate::actors::server::spawn_system(move || {
+            NodeServer::start(config, Arc::new(SystemClock), lease_store, open_store, log)
+        })?;
         Ok(NodeHandle {
             client_addr: server.client_addr,
             worker_addr: server.worker_addr,
