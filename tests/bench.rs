@@ -165,6 +165,28 @@ fn bench_store_postgres_drains_from_an_empty_schema_and_times_recovery_and_takeo
     let accepted = number(&takeover, &["accepted"]);
     assert!(accepted > 0.0, "{takeover}");
     assert_eq!(number(&takeover, &["succeeded"]), accepted, "{takeover}");
+
+    // A schema a real coordinator checked in to is not dropped.
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    db.execute(
+        "INSERT INTO taskyard.members (node, role, seen_at) VALUES ('prod-a', 'leader', now())",
+        &[],
+    )
+    .expect("a member");
+    let output = Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .args(["bench", "--store", "postgres", "--postgres-url", &url])
+        .args(["--jobs", "10", "--latency-jobs", "0"])
+        .env_remove("TASKYARD_COORDINATOR")
+        .output()
+        .expect("taskyard runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("prod-a"), "{stderr}");
+    let kept: i64 = db
+        .query_one("SELECT count(*) FROM taskyard.jobs", &[])
+        .expect("the schema is still there")
+        .get(0);
+    assert!(kept > 0, "the jobs of the last run are kept");
 }
 
 #[test]

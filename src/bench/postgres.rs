@@ -1,7 +1,8 @@
 //! The PostgreSQL a `--store postgres` benchmark runs on: the one at
 //! `--postgres-url` (or `$TASKYARD_POSTGRES_URL`), else a throwaway
 //! cluster started here and stopped when the benchmark ends. Every run
-//! starts from an empty `taskyard` schema, so runs are comparable.
+//! starts from an empty `taskyard` schema, so runs are comparable; a
+//! schema that coordinators other than a bench's use is never dropped.
 
 use crate::bench::BenchError;
 use crate::store::postgres::throwaway::ThrowawayPostgres;
@@ -59,11 +60,34 @@ impl BenchPostgres {
         }
     }
 
+    /// Drops the `taskyard` schema, unless a coordinator other than a
+    /// bench's (node names `bench…`) has checked in there: a URL that
+    /// points at a database in use (say `$TASKYARD_POSTGRES_URL` of a
+    /// production shell) is refused, and nothing is changed.
     fn reset(&self, target: &PgTarget) -> Result<(), BenchError> {
         let fail = |e: String| BenchError::Start(format!("--postgres-url {}: {e}", self.describe));
+        let sql = |e: postgres::Error| fail(target.redact(&e.to_string()));
         let mut client = target.connect().map_err(fail)?;
+        let members = client
+            .query_one("SELECT to_regclass('taskyard.members') IS NOT NULL", &[])
+            .map_err(sql)?;
+        if members.get::<_, bool>(0) {
+            let foreign = client
+                .query(
+                    "SELECT node FROM taskyard.members WHERE node NOT LIKE 'bench%' LIMIT 1",
+                    &[],
+                )
+                .map_err(sql)?;
+            if let Some(row) = foreign.first() {
+                let node: String = row.get(0);
+                return Err(fail(format!(
+                    "schema taskyard is in use by coordinator node {node:?}; the bench drops \
+                     that schema, so give it a database of its own"
+                )));
+            }
+        }
         client
             .batch_execute("DROP SCHEMA IF EXISTS taskyard CASCADE")
-            .map_err(|e| fail(target.redact(&e.to_string())))
+            .map_err(sql)
     }
 }

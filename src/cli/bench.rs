@@ -85,7 +85,8 @@ pub struct StoreArgs {
     pub store: StoreKind,
     /// With --store postgres: the database to use (else
     /// $TASKYARD_POSTGRES_URL, else a throwaway cluster started and
-    /// stopped by the bench). Its `taskyard` schema is dropped first.
+    /// stopped by the bench). Its `taskyard` schema is dropped first
+    /// (refused when a coordinator other than a bench's checked in there).
     #[arg(long, value_name = "URL")]
     pub postgres_url: Option<String>,
 }
@@ -106,8 +107,9 @@ pub struct TakeoverArgs {
     /// Times the leader is killed.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub runs: u32,
-    /// leader-lease-millis of both coordinators.
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    /// leader-lease-millis of both coordinators (default: the config's).
+    #[arg(long, value_name = "MS",
+          default_value_t = crate::config::CoordinatorConfig::default().leader_lease_millis)]
     pub lease_millis: u64,
     /// In-process workers (given both coordinators' worker addresses).
     #[arg(long, value_name = "W", default_value_t = 2)]
