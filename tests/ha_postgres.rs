@@ -15,8 +15,10 @@ use taskyard::protocol::{
     SubmitRequest, WorkerMessage,
 };
 
-/// Lease length in these tests: takeover after a crash within ~1.5 s.
-const LEASE_MILLIS: u64 = 1500;
+/// Lease length in these tests: takeover after a crash within ~3 s, and
+/// room on a loaded machine to tell a released lease (at once) from one
+/// waited out.
+const LEASE_MILLIS: u64 = 3000;
 
 fn node_config(dir: &std::path::Path, name: &str, url: &str) -> CoordinatorConfig {
     CoordinatorConfig {
@@ -296,8 +298,20 @@ impl Process {
         unsafe { libc::kill(self.child.id() as i32, signal) };
     }
 
+    /// Its exit code once it exits; fails (after SIGKILL) if it has not
+    /// within 20 s, so a stop that hangs fails the test instead of CI.
     fn wait_exit(&mut self) -> Option<i32> {
-        self.child.wait().expect("waits").code()
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waits") {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("did not exit within 20 s of its signal");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 

@@ -42,6 +42,12 @@ impl Connection {
         }
     }
 
+    /// What a `NoAnswer` error says was waited for (the stream's read
+    /// timeout, which the caller changed).
+    pub(crate) fn set_read_timeout(&mut self, read_timeout: Duration) {
+        self.read_timeout = read_timeout;
+    }
+
     /// Encodes and writes one frame; returns once it is handed to the kernel.
     pub(crate) fn send(&mut self, message: ClientMessage) -> Result<(), ClientError> {
         self.queue(message)?;

@@ -622,15 +622,26 @@ pub(crate) fn connect_handshaken(
     options: &ClientOptions,
 ) -> Result<Connection, ClientError> {
     let tcp = open_stream(addr)?;
+    // A coordinator that is paused or cut off still accepts connections
+    // (its kernel does) but never answers: the Hello gets a short wait, so
+    // the next address is tried within the failover timeout.
+    let control = tcp.try_clone().map_err(ClientError::Io)?;
+    control
+        .set_read_timeout(Some(CONNECT_TIMEOUT))
+        .map_err(ClientError::Io)?;
     let stream: Box<dyn connection::Stream> = match &options.tls_ca {
         Some(ca) => Box::new(tls_stream(tcp, addr, ca, &options.tls_server_name)?),
         None => Box::new(tcp),
     };
-    let mut connection = Connection::new(stream, CLIENT_MAX_FRAME_BYTES, READ_TIMEOUT);
+    let mut connection = Connection::new(stream, CLIENT_MAX_FRAME_BYTES, CONNECT_TIMEOUT);
     let hello = Hello::new(Role::Client, options.token.as_ref().map(Secret::expose));
     connection.send(ClientMessage::Hello(hello))?;
     match connection.receive()? {
         CoordinatorToClient::Hello(hello) if hello.protocol_version == PROTOCOL_VERSION => {
+            control
+                .set_read_timeout(Some(READ_TIMEOUT))
+                .map_err(ClientError::Io)?;
+            connection.set_read_timeout(READ_TIMEOUT);
             Ok(connection)
         }
         CoordinatorToClient::Hello(hello) => Err(ClientError::VersionMismatch {

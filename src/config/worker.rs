@@ -28,7 +28,7 @@ config_struct! {
         /// partitioned coordinator does not) makes the worker leave it for
         /// the next address. Running tasks go on. Must exceed
         /// heartbeat-interval-millis.
-        coordinator_timeout_millis: u64 = 10_000,
+        coordinator_timeout_millis: u64 = 6_000,
         /// Largest accepted frame, in either direction.
         max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
         /// Programs the `exec` task may run: names (looked up on PATH at

@@ -35,8 +35,10 @@ type Connection =
 const WRITE_QUEUE: usize = 256;
 /// Longest wait for connect, `Hello` and `Registered` together at one
 /// address, so a coordinator that accepts but never answers does not
-/// stall the worker.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// stall the worker (a paused one's kernel still accepts): short enough
+/// that after leaving a silent leader the worker reaches the new one within
+/// its claim window (`heartbeat-timeout-millis` from its recovery).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// First reconnection delay; doubles up to `reconnect-max-millis`.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest wait, when the worker stops, to write the frames already
@@ -145,6 +147,13 @@ pub async fn run(worker: Worker, shutdown: CancellationToken) {
             Ok((conn, addr)) => {
                 backoff.reset();
                 let end = worker.serve(conn, &addr, &mut carried, &shutdown).await;
+                if matches!(end, Err(ConnectionError::Silent(_))) {
+                    // A paused or cut-off coordinator still accepts
+                    // connections (its kernel does) but never answers a
+                    // Hello: try the others first, so a new leader hears
+                    // this worker's claims within its claim window.
+                    carried.start = (carried.start + 1) % worker.transport.addrs.len().max(1);
+                }
                 worker.log_end(&addr, end, &shutdown);
             }
             Err(e) => worker.log_failure("", &e),

@@ -90,13 +90,25 @@ impl CoordinatorProcess {
         assert!(status.success(), "kill -{signal} {}", self.pid());
     }
 
-    /// SIGTERM, then waits for the exit; returns its code.
+    /// SIGTERM, then waits for the exit (SIGKILL and a failure after
+    /// 20 s: a stop that hangs fails the test, not CI); returns its code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
-        child.wait().ok().and_then(|s| s.code())
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{} did not stop within 20 s of SIGTERM", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     pub fn log_text(&self) -> String {
