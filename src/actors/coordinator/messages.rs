@@ -166,4 +166,7 @@ pub struct Depose {
 #[rtype(result = "()")]
 pub struct Fenced {
     pub reason: String,
+    /// The epoch of the coordinator whose commit was fenced: a late answer
+    /// about an earlier term never ends a newer one.
+    pub epoch: u64,
 }

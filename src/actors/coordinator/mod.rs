@@ -256,7 +256,10 @@ impl Coordinator {
                     let reason = e.to_string();
                     act.depose(&reason, ctx);
                     if let Some(to) = &act.on_fenced {
-                        to.do_send(Fenced { reason });
+                        to.do_send(Fenced {
+                            reason,
+                            epoch: act.state.epoch(),
+                        });
                     }
                     return;
                 }

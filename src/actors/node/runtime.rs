@@ -320,6 +320,10 @@ impl Handler<Fenced> for Node {
         let Some(epoch) = self.view.read().term.as_ref().map(|t| t.epoch) else {
             return;
         };
+        if epoch != m.epoch {
+            // A term already ended; this one was not fenced.
+            return;
+        }
         error!(self.log, "a commit was fenced: another coordinator leads"; "epoch" => epoch,
                "error" => &m.reason);
         self.end_term(epoch, StepDownReason::Fenced);
