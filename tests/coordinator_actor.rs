@@ -140,6 +140,15 @@ impl Harness {
 
     /// A coordinator stamping `epoch` on its frames to workers.
     fn start_at(window: Duration, epoch: u64) -> Harness {
+        Harness::build(window, epoch, None)
+    }
+
+    /// A coordinator whose leader lease is trusted until `trust` says.
+    fn start_trusting(trust: taskyard::ha::TrustDeadline) -> Harness {
+        Harness::build(Duration::ZERO, 1, Some(trust))
+    }
+
+    fn build(window: Duration, epoch: u64, trust: Option<taskyard::ha::TrustDeadline>) -> Harness {
         tokio::time::pause();
         let pending = Pending::default();
         let stages = Arc::new(Mutex::new(Vec::new()));
@@ -151,15 +160,18 @@ impl Harness {
         .start();
         let clock = ManualClock::starting_at(1_000_000);
         let state = CoordinatorState::new(policy(), quiet());
-        let coordinator = Coordinator::new(
+        let mut coordinator = Coordinator::new(
             state,
             Arc::new(clock.clone()),
             PersistenceLink::to(&persistence),
             quiet(),
         )
         .with_coalesce_window(window)
-        .with_epoch(epoch)
-        .start();
+        .with_epoch(epoch);
+        if let Some(trust) = trust {
+            coordinator = coordinator.with_trust(trust);
+        }
+        let coordinator = coordinator.start();
         let worker = Recorder::default();
         let client = Recorder::default();
         Harness {
@@ -318,6 +330,20 @@ async fn every_frame_to_a_worker_carries_the_coordinators_epoch() {
         epochs,
         [("Registered", 7), ("TaskAssign", 7), ("TaskCancel", 7)]
     );
+}
+
+/// A leader whose lease is no longer trusted (paused past it, say) wakes
+/// with requests queued ahead of its watchdog: even a committed batch's
+/// answers are not released; the coordinator deposes itself.
+#[actix_rt::test]
+async fn nothing_is_released_once_the_leases_trust_has_ended() {
+    let h = Harness::start_trusting(taskyard::ha::TrustDeadline::default());
+    h.request(1, echo("late")).await;
+    settle().await;
+    h.release().await;
+    settle().await;
+    assert!(h.answers().is_empty(), "{:?}", h.answers());
+    assert!(!h.coordinator.connected(), "the coordinator deposed itself");
 }
 
 #[actix_rt::test]

@@ -109,6 +109,7 @@ impl CoordinatorServer {
                 history: Some(history.recipient()),
                 fence_watch: None,
                 epoch: 0,
+                trust: None,
             },
             &log,
         );
@@ -226,6 +227,9 @@ pub(crate) struct TermLinks {
     /// The lease's epoch this term won (0 on SQLite), stamped on every
     /// frame to workers.
     pub epoch: u64,
+    /// Until when the lease is trusted (PostgreSQL): nothing is released
+    /// after it.
+    pub trust: Option<crate::ha::TrustDeadline>,
 }
 
 /// Starts a term's actors on the current actix system: `Persistence` on
@@ -249,6 +253,9 @@ pub(crate) fn start_term(
     }
     if let Some(watch) = links.fence_watch {
         coordinator = coordinator.with_fence_watch(watch);
+    }
+    if let Some(trust) = links.trust {
+        coordinator = coordinator.with_trust(trust);
     }
     let coordinator = coordinator.start();
     Sweeper {

@@ -63,6 +63,11 @@ pub struct Coordinator {
     on_fenced: Option<Recipient<Fenced>>,
     /// Set once deposed: nothing more is released, committed or answered.
     deposed: bool,
+    /// Until when the leader lease is trusted (PostgreSQL); none on
+    /// SQLite. Nothing is released once it has passed, even before the
+    /// node's watchdog deposes this coordinator (a leader paused past its
+    /// lease wakes with requests queued ahead of the watchdog's).
+    trust: Option<crate::ha::TrustDeadline>,
     log: Logger,
 }
 
@@ -105,6 +110,7 @@ impl Coordinator {
             expiry: None,
             on_fenced: None,
             deposed: false,
+            trust: None,
             log,
         }
     }
@@ -114,6 +120,21 @@ impl Coordinator {
     pub fn with_fence_watch(mut self, on_fenced: Recipient<Fenced>) -> Self {
         self.on_fenced = Some(on_fenced);
         self
+    }
+
+    /// Releases nothing once `trust` has passed (or is unset): the
+    /// coordinator deposes itself instead.
+    pub fn with_trust(mut self, trust: crate::ha::TrustDeadline) -> Self {
+        self.trust = Some(trust);
+        self
+    }
+
+    /// The lease's trust ended (never, without a lease).
+    fn untrusted(&self) -> bool {
+        self.trust.as_ref().is_some_and(|t| {
+            t.get()
+                .is_none_or(|until| std::time::Instant::now() >= until)
+        })
     }
 
     /// Stops leading at once: every held effect and answer is dropped
@@ -206,6 +227,10 @@ impl Coordinator {
                 Command::Commit { batch, rows, jobs } => {
                     self.state.metrics_mut().batch_rows.observe(jobs as f64);
                     self.send_commit(batch, rows, ctx);
+                }
+                Command::Release(_) if self.untrusted() => {
+                    self.depose("the leader lease's trust ended", ctx);
+                    return;
                 }
                 Command::Release(deliveries) => deliveries.into_iter().for_each(Delivery::deliver),
                 Command::ArmTimer(timer, after) => self.arm(timer, after, ctx),

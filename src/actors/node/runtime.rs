@@ -278,6 +278,7 @@ impl Handler<Recovered> for Node {
                 .map(|readers| History::start_with(readers).recipient()),
             fence_watch: Some(ctx.address().recipient()),
             epoch: m.epoch,
+            trust: Some(self.trust.clone()),
         };
         let coordinator = start_term(
             &self.config,
