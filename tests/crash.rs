@@ -138,25 +138,6 @@ fn submit_all(addr: &str, mut rng: XorShift) -> Vec<JobId> {
     acknowledged
 }
 
-/// Executions per job, from the workers' "task assigned" log lines.
-fn executions(logs: &[PathBuf]) -> HashMap<String, u32> {
-    let mut counts = HashMap::new();
-    for log in logs {
-        let text = std::fs::read_to_string(log).expect("read worker log");
-        for line in text.lines() {
-            let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if record["msg"] == "task assigned" {
-                if let Some(job) = record["job"].as_str() {
-                    *counts.entry(job.to_string()).or_insert(0) += 1;
-                }
-            }
-        }
-    }
-    counts
-}
-
 /// Applied results per job: attempts stored as succeeded, earlier ones
 /// in `attempts` and the last one in the job's own row.
 fn applied_results(db: &Path) -> HashMap<String, u32> {
@@ -246,7 +227,7 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
 
     let stored = stored_jobs(&db);
     let applied = applied_results(&db);
-    let runs = executions(&worker_logs);
+    let runs = common::processes::executions(&worker_logs);
     let (mut succeeded, mut failed) = (0, 0);
     for id in &acknowledged {
         let (state, error) = stored

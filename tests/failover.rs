@@ -10,7 +10,7 @@ mod common;
 use common::ha_processes::{wait_for_leader, CoordinatorProcess};
 use common::rng::XorShift;
 use serde_json::json;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -111,25 +111,6 @@ fn submit_range(addrs: &str, range: std::ops::Range<usize>, mut rng: XorShift) -
         start = end;
     }
     acknowledged
-}
-
-/// Executions per job, from the workers' "task assigned" log lines.
-fn executions(logs: &[PathBuf]) -> HashMap<String, u32> {
-    let mut counts = HashMap::new();
-    for log in logs {
-        let text = std::fs::read_to_string(log).expect("read worker log");
-        for line in text.lines() {
-            let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if record["msg"] == "task assigned" {
-                if let Some(job) = record["job"].as_str() {
-                    *counts.entry(job.to_string()).or_insert(0) += 1;
-                }
-            }
-        }
-    }
-    counts
 }
 
 /// Jobs RUNNING on the leader right now: what a plain requeue at a kill
@@ -246,7 +227,7 @@ fn the_standby_takes_over_twice_under_load_and_no_acknowledged_job_is_lost_or_ap
             .status();
         let _ = worker.wait();
     }
-    let runs = executions(&worker_logs);
+    let runs = common::processes::executions(&worker_logs);
     for (job, count) in &runs {
         assert!(*count <= MAX_ATTEMPTS, "job {job} ran {count} times");
     }

@@ -37,3 +37,23 @@ pub fn read_pgid(path: &std::path::Path) -> i32 {
     );
     pgid.expect("pgid")
 }
+
+/// Executions per job, from worker processes' JSON logs (`--log-format
+/// json --log-level debug`): their "task assigned" lines.
+pub fn executions(logs: &[std::path::PathBuf]) -> std::collections::HashMap<String, u32> {
+    let mut counts = std::collections::HashMap::new();
+    for log in logs {
+        let text = std::fs::read_to_string(log).expect("read worker log");
+        for line in text.lines() {
+            let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if record["msg"] == "task assigned" {
+                if let Some(job) = record["job"].as_str() {
+                    *counts.entry(job.to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    counts
+}
