@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::jobs::{connect_within, submit_keyed_until_answered};
 use common::rng::XorShift;
 use common::{db, wait_until};
 use serde_json::json;
@@ -18,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use taskyard::client::Client;
 use taskyard::protocol::payloads::encode_json;
-use taskyard::protocol::{JobId, JobSummary, SubmitAnswer, SubmitRequest, MAX_LIST_JOBS};
+use taskyard::protocol::{JobId, JobSummary, SubmitRequest, MAX_LIST_JOBS};
 
 const JOBS: usize = 2000;
 const BATCH: usize = 50;
@@ -79,19 +80,6 @@ fn start_worker(i: usize, ports: &Ports, log: &Path) -> Child {
         .expect("start worker")
 }
 
-fn connect(addr: &str) -> Client {
-    let mut client = None;
-    wait_until(
-        "the coordinator to accept clients",
-        Duration::from_secs(20),
-        || {
-            client = Client::connect(addr).ok();
-            client.is_some()
-        },
-    );
-    client.expect("connected")
-}
-
 /// Submits every job in batches with idempotency keys, retrying a batch
 /// whose answer was lost to a crash (the keys make the retry harmless).
 /// Returns the acknowledged ids.
@@ -111,7 +99,7 @@ fn every_job(client: &mut Client) -> Result<Vec<JobSummary>, taskyard::client::C
 
 fn submit_all(addr: &str, mut rng: XorShift) -> Vec<JobId> {
     let mut acknowledged = Vec::with_capacity(JOBS);
-    let mut client = connect(addr);
+    let mut client = connect_within(addr, Duration::from_secs(20));
     for start in (0..JOBS).step_by(BATCH) {
         let batch: Vec<SubmitRequest> = (start..start + BATCH)
             .map(|i| SubmitRequest {
@@ -122,18 +110,7 @@ fn submit_all(addr: &str, mut rng: XorShift) -> Vec<JobId> {
                 )
             })
             .collect();
-        let answers = loop {
-            match client.submit_batch(batch.clone()) {
-                Ok(answers) => break answers,
-                Err(_) => client = connect(addr),
-            }
-        };
-        for answer in answers {
-            match answer {
-                SubmitAnswer::Accepted { job_id, .. } => acknowledged.push(job_id),
-                SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
-            }
-        }
+        acknowledged.extend(submit_keyed_until_answered(&mut client, addr, batch));
     }
     acknowledged
 }
@@ -193,7 +170,7 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
     }
     let acknowledged = submitter.join().expect("submitter");
 
-    let mut client = connect(&addr);
+    let mut client = connect_within(&addr, Duration::from_secs(20));
     let wanted: HashSet<JobId> = acknowledged.iter().copied().collect();
     wait_until(
         "every acknowledged job to be terminal",
@@ -203,7 +180,7 @@ fn kill_9_three_times_loses_no_acknowledged_job_and_never_exceeds_the_budget() {
             let jobs = match every_job(&mut client) {
                 Ok(jobs) => jobs,
                 Err(_) => {
-                    client = connect(&addr);
+                    client = connect_within(&addr, Duration::from_secs(20));
                     return false;
                 }
             };

@@ -8,6 +8,7 @@
 mod common;
 
 use common::ha_processes::{wait_for_leader, CoordinatorProcess};
+use common::jobs::{connect_within, submit_keyed_until_answered};
 use common::rng::XorShift;
 use serde_json::json;
 use std::collections::HashSet;
@@ -16,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use taskyard::client::Client;
 use taskyard::protocol::payloads::encode_json;
-use taskyard::protocol::{AttemptOutcome, JobId, JobState, SubmitAnswer, SubmitRequest};
+use taskyard::protocol::{AttemptOutcome, JobId, JobState, SubmitRequest};
 
 const JOBS: usize = 2000;
 const THREADS: usize = 4;
@@ -68,22 +69,11 @@ fn start_worker(i: usize, coordinators: &str, log: &Path) -> Child {
         .expect("start worker")
 }
 
-fn connect(addrs: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match Client::connect(addrs) {
-            Ok(client) => return client,
-            Err(e) => assert!(Instant::now() < deadline, "cannot reach {addrs}: {e}"),
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Submits `range` in keyed batches, resubmitting a batch whose answer was
 /// lost (the keys make that harmless). Returns the acknowledged ids.
 fn submit_range(addrs: &str, range: std::ops::Range<usize>, mut rng: XorShift) -> Vec<JobId> {
     let mut acknowledged = Vec::new();
-    let mut client = connect(addrs);
+    let mut client = connect_within(addrs, Duration::from_secs(30));
     let mut start = range.start;
     while start < range.end {
         let end = (start + BATCH).min(range.end);
@@ -96,18 +86,7 @@ fn submit_range(addrs: &str, range: std::ops::Range<usize>, mut rng: XorShift) -
                 )
             })
             .collect();
-        let answers = loop {
-            match client.submit_batch(batch.clone()) {
-                Ok(answers) => break answers,
-                Err(_) => client = connect(addrs),
-            }
-        };
-        for answer in answers {
-            match answer {
-                SubmitAnswer::Accepted { job_id, .. } => acknowledged.push(job_id),
-                SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
-            }
-        }
+        acknowledged.extend(submit_keyed_until_answered(&mut client, addrs, batch));
         start = end;
     }
     acknowledged
@@ -160,12 +139,13 @@ fn the_standby_takes_over_twice_under_load_and_no_acknowledged_job_is_lost_or_ap
         })
         .collect();
 
-    let mut observer = connect(&clients);
+    let mut observer = connect_within(&clients, Duration::from_secs(30));
     let (mut takeovers, mut running_at_kills) = (Vec::new(), 0);
     for _ in 0..KILLS {
         std::thread::sleep(Duration::from_millis(1500 + rng.below(1500)));
         let leader_client = coordinators[leader].client.to_string();
-        running_at_kills += running_now(&mut connect(&leader_client));
+        running_at_kills +=
+            running_now(&mut connect_within(&leader_client, Duration::from_secs(30)));
         let killed = Instant::now();
         coordinators[leader].kill_9();
         let standby = 1 - leader;
@@ -194,7 +174,7 @@ fn the_standby_takes_over_twice_under_load_and_no_acknowledged_job_is_lost_or_ap
                 Ok(Some(view)) => view.state.is_terminal(),
                 Ok(None) => false,
                 Err(_) => {
-                    observer = connect(&clients);
+                    observer = connect_within(&clients, Duration::from_secs(30));
                     false
                 }
             })

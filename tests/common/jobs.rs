@@ -54,3 +54,38 @@ pub fn is_listed(client: &mut Client, worker: &str) -> bool {
 pub fn result_text(view: &JobView) -> String {
     String::from_utf8(view.result.clone().unwrap_or_default()).expect("utf-8 result")
 }
+
+/// A client of `addrs` (one address or a list), retried until one accepts
+/// within `within`: for coordinators that are restarting or taking over.
+pub fn connect_within(addrs: &str, within: Duration) -> Client {
+    let mut client = None;
+    wait_until("a coordinator to accept clients", within, || {
+        client = Client::connect(addrs).ok();
+        client.is_some()
+    });
+    client.expect("connected")
+}
+
+/// Submits `batch` (every job with an idempotency key), sending it again
+/// on a new connection while the answer is lost to a coordinator that
+/// died or lost its lease: the keys make the repeat harmless. Returns the
+/// acknowledged ids in order; a rejection fails the test.
+pub fn submit_keyed_until_answered(
+    client: &mut Client,
+    addrs: &str,
+    batch: Vec<SubmitRequest>,
+) -> Vec<JobId> {
+    let answers = loop {
+        match client.submit_batch(batch.clone()) {
+            Ok(answers) => break answers,
+            Err(_) => *client = connect_within(addrs, Duration::from_secs(30)),
+        }
+    };
+    answers
+        .into_iter()
+        .map(|answer| match answer {
+            SubmitAnswer::Accepted { job_id, .. } => job_id,
+            SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+        })
+        .collect()
+}
