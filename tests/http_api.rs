@@ -91,8 +91,17 @@ fn every_endpoint_answers_over_a_real_socket() {
     assert!(page
         .header("content-type")
         .is_some_and(|t| t.starts_with("text/html")));
-    assert!(http.get("/dashboard.js").body.contains("REFRESH_MS"));
-    assert!(http.get("/dashboard.css").body.contains("@media"));
+    for (name, content_type, _) in taskyard::http::dashboard::ASSETS {
+        let asset = http.get(&format!("/assets/{name}"));
+        assert_eq!(asset.status, 200, "{name}");
+        assert_eq!(asset.header("content-type"), Some(content_type), "{name}");
+        assert!(page.body.contains(name) || asset.body.len() > 100, "{name}");
+    }
+    assert!(http.get("/assets/app.js").body.contains("REFRESH_MS"));
+    assert!(http.get("/assets/style.css").body.contains("@media"));
+    let missing = http.get("/assets/secret.txt");
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json()["code"], "not_found");
     assert!(http
         .get("/metrics")
         .body

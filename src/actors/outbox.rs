@@ -38,6 +38,7 @@ pub struct QueryAnswer {
 pub enum QueryResult {
     Jobs(JobPage),
     Stats(Box<StatsSnapshot>),
+    Timeline(Box<crate::scheduler::TimelineSnapshot>),
     /// Everything committed so far is durable and the coordinator answers.
     Ready,
     /// The coordinator cannot be relied on now; `reason` says why (commits

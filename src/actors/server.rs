@@ -84,6 +84,7 @@ impl CoordinatorServer {
         let worker_unwritten = listeners.worker.unwritten.clone();
         let (store, stored, postgres_readers) = open_and_load(config, &log)?;
         let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
+        state.set_timeline_task_types(config.timeline_task_types);
         let recovery = state.recover_stored(stored, clock.now());
         info!(log, "recovered"; "db" => store.describe(), "rows" => recovery.loaded,
               "stored" => recovery.stored,

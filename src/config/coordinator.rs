@@ -115,6 +115,9 @@ config_struct! {
         /// the flag or separate entries with commas.
         #[arg(value_delimiter = ',', value_name = "HOST[:PORT]")]
         http_allowed_hosts: Vec<String> = Vec::new(),
+        /// Task types the dashboard's hour of charts (`/api/timeline`)
+        /// tracks one by one; jobs of further types count as `other`.
+        timeline_task_types: usize = crate::scheduler::timeline::DEFAULT_TASK_TYPES,
         /// Most finished jobs kept in memory; older ones are read from the database.
         retain_finished_in_memory: usize = 10_000,
         /// Longest a finished job stays in memory.
@@ -290,6 +293,12 @@ impl Validate for CoordinatorConfig {
         at_least("expiry-interval-millis", self.expiry_interval_millis, 10)?;
         at_least("expiry-batch-rows", self.expiry_batch_rows as u64, 1)?;
         within_u64(
+            "timeline-task-types",
+            self.timeline_task_types as u64,
+            0,
+            MAX_TIMELINE_TASK_TYPES as u64,
+        )?;
+        within_u64(
             "leader-lease-millis",
             self.leader_lease_millis,
             MIN_LEADER_LEASE_MILLIS,
@@ -411,6 +420,9 @@ impl CoordinatorConfig {
 }
 
 /// Shortest `leader-lease-millis`: renewals every 100 ms at the fastest.
+/// The most task types `timeline-task-types` may track (each holds about
+/// 12 KiB: an hour of minutes).
+pub const MAX_TIMELINE_TASK_TYPES: usize = 1000;
 pub const MIN_LEADER_LEASE_MILLIS: u64 = 300;
 /// Longest `leader-lease-millis` (one hour): a longer lease only delays
 /// takeover after a crash.

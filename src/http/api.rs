@@ -129,6 +129,15 @@ pub async fn stats(link: Link) -> ApiResult {
     Ok(HttpResponse::Ok().json(stats_json(&snapshot)))
 }
 
+/// `GET /api/timeline`: the last hour per task type and minute (jobs
+/// finished, queue wait, run time), for the dashboard's charts.
+pub async fn timeline(link: Link) -> ApiResult {
+    match link.query(QueryKind::Timeline, ANSWER_TIMEOUT).await? {
+        QueryResult::Timeline(snapshot) => Ok(HttpResponse::Ok().json(*snapshot)),
+        _ => Err(ApiError::unexpected("not a timeline")),
+    }
+}
+
 /// Who leads, the lease, and the members that checked in: answered by a
 /// standby as by the leader (from what this process last read of the
 /// lease, no coordinator round trip).

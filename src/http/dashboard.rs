@@ -1,28 +1,51 @@
-//! The dashboard: one page of plain HTML, CSS and JavaScript compiled into
-//! the binary. The page polls the JSON API every 2 s; it has no state of its
-//! own on the server.
+//! The dashboard: plain HTML, CSS and JavaScript modules compiled into the
+//! binary (no build step, nothing fetched from elsewhere). The page polls
+//! the JSON API every 2 s; it has no state of its own on the server.
 
-use actix_web::HttpResponse;
+use crate::http::error::ApiError;
+use actix_web::{web, HttpResponse};
 
 const INDEX: &str = include_str!("assets/index.html");
-const CSS: &str = include_str!("assets/dashboard.css");
-const JS: &str = include_str!("assets/dashboard.js");
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// Every file under `/assets/`: name, content type, contents.
+pub const ASSETS: [(&str, &str, &str); 13] = [
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("assets/style.css"),
+    ),
+    ("app.js", JS, include_str!("assets/app.js")),
+    ("api.js", JS, include_str!("assets/api.js")),
+    ("dom.js", JS, include_str!("assets/dom.js")),
+    ("rows.js", JS, include_str!("assets/rows.js")),
+    ("charts.js", JS, include_str!("assets/charts.js")),
+    ("confirm.js", JS, include_str!("assets/confirm.js")),
+    ("overview.js", JS, include_str!("assets/overview.js")),
+    ("jobs.js", JS, include_str!("assets/jobs.js")),
+    ("detail.js", JS, include_str!("assets/detail.js")),
+    ("queues.js", JS, include_str!("assets/queues.js")),
+    ("workers.js", JS, include_str!("assets/workers.js")),
+    ("failed.js", JS, include_str!("assets/failed.js")),
+];
 
 pub async fn index() -> HttpResponse {
-    asset("text/html; charset=utf-8", INDEX)
+    respond("text/html; charset=utf-8", INDEX)
 }
 
-pub async fn css() -> HttpResponse {
-    asset("text/css; charset=utf-8", CSS)
+/// `GET /assets/{name}`: one of `ASSETS`, else 404.
+pub async fn asset(name: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    ASSETS
+        .iter()
+        .find(|(n, _, _)| *n == name.as_str())
+        .map(|(_, content_type, body)| respond(content_type, body))
+        .ok_or_else(|| ApiError::not_found(format!("no dashboard asset {:?}", name.as_str())))
 }
 
-pub async fn js() -> HttpResponse {
-    asset("text/javascript; charset=utf-8", JS)
-}
-
-fn asset(content_type: &str, body: &'static str) -> HttpResponse {
+fn respond(content_type: &str, body: &'static str) -> HttpResponse {
     HttpResponse::Ok()
         .content_type(content_type)
         .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-content-type-options", "nosniff"))
         .body(body)
 }

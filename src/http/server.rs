@@ -18,8 +18,7 @@ use std::net::TcpListener;
 /// served and described in the OpenAPI document.
 pub const ROUTES: [(&str, &str); 14] = [
     ("GET", "/"),
-    ("GET", "/dashboard.css"),
-    ("GET", "/dashboard.js"),
+    ("GET", "/assets/{name}"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -30,6 +29,7 @@ pub const ROUTES: [(&str, &str); 14] = [
     ("POST", "/api/jobs/{id}/cancel"),
     ("GET", "/api/workers"),
     ("GET", "/api/stats"),
+    ("GET", "/api/timeline"),
     ("GET", "/api/cluster"),
 ];
 
@@ -37,8 +37,7 @@ pub const ROUTES: [(&str, &str); 14] = [
 /// paths (a test checks it).
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(dashboard::index))
-        .route("/dashboard.css", web::get().to(dashboard::css))
-        .route("/dashboard.js", web::get().to(dashboard::js))
+        .route("/assets/{name}", web::get().to(dashboard::asset))
         .route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
         .route("/metrics", web::get().to(metrics::metrics))
@@ -49,6 +48,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/api/jobs/{id}/cancel", web::post().to(api::cancel_job))
         .route("/api/workers", web::get().to(api::list_workers))
         .route("/api/stats", web::get().to(api::stats))
+        .route("/api/timeline", web::get().to(api::timeline))
         .route("/api/cluster", web::get().to(api::cluster));
 }
 

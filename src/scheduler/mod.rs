@@ -20,6 +20,7 @@ pub mod row;
 pub mod state;
 pub mod submission;
 pub mod sweep;
+pub mod timeline;
 pub mod workers;
 
 #[cfg(test)]
@@ -43,4 +44,5 @@ pub use retention::Retention;
 pub use retry::RetryPolicy;
 pub use row::JobRow;
 pub use state::{CoordinatorState, Effect, Policy, TransitionRefused};
+pub use timeline::{Timeline, TimelineSnapshot};
 pub use workers::SessionId;

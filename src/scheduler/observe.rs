@@ -136,6 +136,17 @@ impl CoordinatorState {
         (page, next)
     }
 
+    /// The last hour per task type and minute, ending at `now`.
+    pub fn timeline(&self, now: Now) -> crate::scheduler::TimelineSnapshot {
+        self.timeline.snapshot(now.wall_ms)
+    }
+
+    /// Tracks up to `max_types` task types one by one in the timeline
+    /// (`timeline-task-types`); forgets what it held.
+    pub fn set_timeline_task_types(&mut self, max_types: usize) {
+        self.timeline = crate::scheduler::Timeline::new(max_types);
+    }
+
     /// For the `Coordinator`, which records persistence batches.
     pub fn metrics_mut(&mut self) -> &mut Metrics {
         &mut self.metrics

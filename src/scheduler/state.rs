@@ -15,6 +15,7 @@ use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retention::{FinishedJobs, Retention};
 use crate::scheduler::retry::RetryPolicy;
+use crate::scheduler::timeline::Timeline;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
 use slog::{error, Logger};
 use std::collections::BTreeSet;
@@ -141,6 +142,9 @@ pub struct CoordinatorState {
     pub(super) effects: Vec<Effect>,
     /// Counters and histograms for `/metrics`; never read by scheduling.
     pub(super) metrics: Metrics,
+    /// The last hour per task type and minute, for the dashboard; never
+    /// read by scheduling.
+    pub(super) timeline: Timeline,
     /// How many finished jobs memory keeps; see `retention`.
     pub(super) retention: Retention,
     /// The finished jobs in memory, in finishing order.
@@ -179,6 +183,7 @@ impl CoordinatorState {
             dirty: DirtyRows::default(),
             effects: Vec::new(),
             metrics: Metrics::default(),
+            timeline: Timeline::new(crate::scheduler::timeline::DEFAULT_TASK_TYPES),
             retention: Retention::UNBOUNDED,
             finished: FinishedJobs::default(),
             stale_warnings: crate::scheduler::rate_limit::LogLimiter::new(1000),
@@ -301,6 +306,7 @@ impl CoordinatorState {
             self.finished.forget(id);
         }
         self.metrics.record_transition(&job, from, now.wall_ms);
+        self.timeline.record_transition(&job, from, now.wall_ms);
         self.index(&job, now);
         self.jobs.insert(id, job);
         self.mark_dirty_from(id, attempts_from);

@@ -157,7 +157,8 @@ impl Handler<Query> for Coordinator {
         // During an outage counters and depths are answered at once, so an
         // operator can still scrape /metrics; they are aggregates and may
         // include changes that are not durable yet.
-        let at_once = matches!(m.query, QueryKind::Stats) && self.commits.outage().is_some();
+        let at_once = matches!(m.query, QueryKind::Stats | QueryKind::Timeline)
+            && self.commits.outage().is_some();
         let result = match m.query {
             QueryKind::Jobs {
                 state,
@@ -172,6 +173,7 @@ impl Handler<Query> for Coordinator {
                 now,
             )),
             QueryKind::Stats => QueryResult::Stats(Box::new(self.state.stats(now))),
+            QueryKind::Timeline => QueryResult::Timeline(Box::new(self.state.timeline(now))),
             QueryKind::Ready => QueryResult::Ready,
         };
         let answer = Delivery::Query(

@@ -110,6 +110,8 @@ pub enum QueryKind {
     },
     /// Counts, queues, workers and metrics; answered with `Stats`.
     Stats,
+    /// The last hour per task type and minute; answered with `Timeline`.
+    Timeline,
     /// Answered with `Ready` once everything sent to the database is durable.
     Ready,
 }

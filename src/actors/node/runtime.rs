@@ -218,6 +218,7 @@ fn recover(
     store.set_fence(Some(epoch));
     let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
     let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
+    state.set_timeline_task_types(config.timeline_task_types);
     let summary = state.recover_stored(stored, clock.now());
     info!(log, "recovered"; "store" => store.describe(), "epoch" => epoch,
           "rows" => summary.loaded, "awaiting_claim" => summary.awaiting_claim, "unclaimable" => summary.unclaimable,
