@@ -1,290 +1,381 @@
 //! The dashboard in a real browser: chromedriver drives headless Chromium
-//! against a coordinator with two workers. Needs Debian's `chromium` and
-//! `chromium-driver` (`.ci/run` installs them); without them the test says
-//! which packages to install and skips, except under
-//! `TASKYARD_REQUIRE_EXTERNAL=1` (set by `.ci/run`), where it fails.
+//! against a coordinator with two workers, through the pages an operator
+//! uses: filter jobs to RUNNING, find one by id prefix, open it, retry a
+//! failed job, bulk-retry the failed set, and see the coordinator become
+//! unreachable. Screenshots go to `target/dashboard-*.png`.
+//!
+//! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs
+//! them); without them the test says which packages to install and skips,
+//! except under `TASKYARD_REQUIRE_EXTERNAL=1` (set by `.ci/run`), where it
+//! fails.
 
 mod common;
 
+use common::browser::{self, attributes, click, eventually, run, screenshot, texts, Chromedriver};
 use common::http::Http;
 use common::Cluster;
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::key::Key;
+use fantoccini::{Client, Locator};
 use serde_json::{json, Value};
-use std::future::Future;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-const WAIT: Duration = Duration::from_secs(20);
+/// Characters of an id that identify it: past the UUID v7 timestamp.
+const PREFIX: usize = 28;
 
-/// `name` on `PATH`, if it is there.
-fn on_path(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
-        .find(|p| p.is_file())
-}
-
-fn require(names: &[&str]) -> PathBuf {
-    on_path(names).unwrap_or_else(|| {
-        panic!(
-            "{} not found on PATH: the dashboard browser test needs Chromium and chromedriver. \
-             Install them with `apt-get update && apt-get install -y chromium chromium-driver` \
-             (.ci/run does this).",
-            names[0]
-        )
-    })
-}
-
-/// A chromedriver process on a free loopback port; killed on drop.
-struct Chromedriver {
-    child: Child,
-    url: String,
-}
-
-impl Chromedriver {
-    fn start() -> Chromedriver {
-        let binary = require(&["chromedriver"]);
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = Command::new(binary)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts");
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + WAIT;
-        while TcpStream::connect(addr).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "chromedriver did not listen on {addr}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Chromedriver {
-            child,
-            url: format!("http://{addr}"),
-        }
-    }
-}
-
-impl Drop for Chromedriver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn browser(driver: &Chromedriver, profile: &Path) -> Client {
-    let chromium = require(&["chromium", "chromium-browser"]);
-    let args = [
-        "--headless".to_string(),
-        "--no-sandbox".to_string(),
-        "--disable-gpu".to_string(),
-        "--disable-dev-shm-usage".to_string(),
-        "--disable-background-networking".to_string(),
-        "--disable-component-update".to_string(),
-        "--disable-sync".to_string(),
-        "--no-first-run".to_string(),
-        "--window-size=1280,800".to_string(),
-        format!("--user-data-dir={}", profile.display()),
-    ];
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({ "binary": chromium.display().to_string(), "args": args }),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector)
-        .capabilities(caps)
-        .connect(&driver.url)
-        .await
-        .expect("a WebDriver session with headless Chromium")
-}
-
-/// Polls `check` until it returns `Some`; panics naming `what` after `WAIT`.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn texts(page: &Client, css: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for element in page.find_all(Locator::Css(css)).await.unwrap_or_default() {
-        out.push(element.text().await.unwrap_or_default());
-    }
-    out
-}
-
-async fn attribute(page: &Client, css: &str, name: &str) -> Option<String> {
-    let element = page.find(Locator::Css(css)).await.ok()?;
-    element.attr(name).await.ok().flatten()
-}
-
-fn submit_over_api(http: &Http, body: Value) -> String {
+fn submit(http: &Http, body: Value) -> String {
     let response = http.post("/api/jobs", &body);
     assert_eq!(response.status, 201, "{response:?}");
     response.json()["job_id"].as_str().expect("id").to_string()
 }
 
+fn job(http: &Http, id: &str) -> Value {
+    http.get(&format!("/api/jobs/{id}")).json()
+}
+
+fn attempts_of(http: &Http, id: &str) -> usize {
+    job(http, id)["history"].as_array().map_or(0, Vec::len)
+}
+
+/// Waits (over the API) until job `id` is in `state` with `attempts` attempts.
+fn wait_for(http: &Http, id: &str, state: &str, attempts: usize) {
+    common::wait_until(
+        &format!("job {id} {state} after {attempts} attempts"),
+        browser::WAIT,
+        || {
+            let j = job(http, id);
+            j["state"] == state && j["history"].as_array().map_or(0, Vec::len) == attempts
+        },
+    );
+}
+
+/// Presses `keys` as the user would, on whatever has the focus.
+async fn press(page: &Client, keys: &str) {
+    let focused = page.active_element().await.expect("a focused element");
+    focused.send_keys(keys).await.expect("keys");
+}
+
+/// Keys of the rows the table `table` shows now.
+async fn row_keys(page: &Client, table: &str) -> Vec<String> {
+    attributes(page, &format!("#{table} tbody tr[data-key]"), "data-key").await
+}
+
+async fn confirm(page: &Client) {
+    eventually("the confirmation dialog", || async {
+        (run(page, "return document.querySelector('#confirm').open;").await == json!(true))
+            .then_some(())
+    })
+    .await;
+    click(page, "#confirm-yes").await;
+}
+
 #[tokio::test]
-async fn dashboard_shows_workers_and_jobs_and_cancels_a_running_job() {
-    let has_chromium = on_path(&["chromium", "chromium-browser"]).is_some();
-    let has_driver = on_path(&["chromedriver"]).is_some();
-    if common::skip_without("chromium", has_chromium, "chromium")
-        || common::skip_without("chromedriver", has_driver, "chromium-driver")
-    {
+async fn an_operator_finds_inspects_and_retries_jobs_and_sees_the_coordinator_stop() {
+    if browser::skip_without_chromium() {
         return;
     }
     let driver = Chromedriver::start();
     let profile = tempfile::tempdir().expect("profile dir");
-    let cluster = Cluster::start(2, 2);
+    let mut cluster = Cluster::start(2, 2);
     let http = cluster.http();
-    let page = browser(&driver, profile.path()).await;
-    page.set_window_size(1280, 800).await.expect("window size");
-    page.goto(&format!("http://{}/", http.addr))
-        .await
-        .expect("open dashboard");
-
-    let workers = eventually("both workers in the workers table", || async {
-        let rows = texts(&page, "#workers tbody tr[data-worker]").await;
-        (rows.len() == 2).then_some(rows)
-    })
-    .await;
-    assert!(
-        workers
-            .iter()
-            .any(|r| r.contains("worker-0") && r.contains("0 / 2")),
-        "{workers:?}"
+    let long = submit(
+        &http,
+        json!({ "task_type": "sleep", "payload": { "millis": 60000 } }),
     );
-
-    // The long job through the dashboard's own form; a few quick ones by API.
-    let payload = page
-        .find(Locator::Id("submit-payload"))
-        .await
-        .expect("payload input");
-    payload.clear().await.expect("clear");
-    payload
-        .send_keys(r#"{"millis": 60000}"#)
-        .await
-        .expect("type payload");
-    page.find(Locator::Id("submit-button"))
-        .await
-        .expect("button")
-        .click()
-        .await
-        .expect("submit");
     for i in 0..3 {
-        submit_over_api(
+        submit(
             &http,
             json!({ "task_type": "echo", "payload": { "message": format!("hello {i}") } }),
         );
     }
-    submit_over_api(
-        &http,
-        json!({ "task_type": "fail", "payload": { "message": "boom" }, "max_attempts": 1 }),
-    );
+    let failed: Vec<String> = (0..3)
+        .map(|i| {
+            let body = json!({ "task_type": "fail", "payload": { "message": format!("boom {i}") }, "max_attempts": 1 });
+            submit(&http, body)
+        })
+        .collect();
+    for id in &failed {
+        wait_for(&http, id, "FAILED", 1);
+    }
+    wait_for(&http, &long, "RUNNING", 1);
 
-    eventually(
-        "recent jobs to show the finished and the running jobs",
-        || async {
-            let done = page
-                .find_all(Locator::Css("#jobs tr[data-state=SUCCEEDED]"))
-                .await
-                .ok()?;
-            let failed = texts(&page, "#jobs tr[data-state=FAILED]").await;
-            let running = page
-                .find_all(Locator::Css("#jobs tr[data-state=RUNNING]"))
-                .await
-                .ok()?;
-            (done.len() == 3 && failed.iter().any(|r| r.contains("boom")) && running.len() == 1)
-                .then_some(())
-        },
-    )
-    .await;
-    eventually("the workers table to show one slot in use", || async {
-        let rows = texts(&page, "#workers tbody tr[data-worker]").await;
-        rows.iter().any(|r| r.contains("1 / 2")).then_some(())
+    let page = driver.browser(profile.path()).await;
+    let base = format!("http://{}/", http.addr);
+    page.goto(&base).await.expect("open dashboard");
+    overview_is_live(&page).await;
+    jobs_filtered_to_running(&page, &long).await;
+    selection_survives_refreshes(&page, &long).await;
+    let target = &failed[1];
+    find_by_prefix_and_retry(&page, &http, target).await;
+    bulk_retry_failed(&page, &http, &failed).await;
+    workers_and_queues(&page, &http, &long).await;
+    cancel_by_prefix_link(&page, &http, &base, &long).await;
+    readable_on_a_phone(&page).await;
+
+    page.set_window_size(1280, 800).await.expect("window size");
+    page.goto(&format!("{base}#/overview"))
+        .await
+        .expect("overview");
+    eventually("overview live again", || async {
+        (attributes(&page, "body", "data-conn").await == ["live"]).then_some(())
     })
     .await;
-
-    let running = page
-        .find(Locator::Css("#jobs tr[data-state=RUNNING]"))
-        .await
-        .expect("row");
-    let job_id = running
-        .attr("data-job")
-        .await
-        .expect("attr")
-        .expect("job id");
-    running.click().await.expect("open detail");
-    eventually("the detail view of the running job", || async {
-        let state = texts(&page, "#detail-state").await;
-        let history = texts(&page, "#history tbody tr").await;
-        (state == ["RUNNING"] && history.len() == 1).then_some(())
-    })
-    .await;
-    save_screenshot(&page).await;
-
-    page.find(Locator::Id("cancel-button"))
-        .await
-        .expect("cancel")
-        .click()
-        .await
-        .expect("click");
-    eventually("the detail view to show CANCELLED", || async {
-        (texts(&page, "#detail-state").await == ["CANCELLED"]).then_some(())
-    })
-    .await;
-    let job = http.get(&format!("/api/jobs/{job_id}")).json();
-    assert_eq!(job["state"], "CANCELLED");
-    assert_eq!(job["history"][0]["outcome"]["kind"], "cancelled");
-    let state = attribute(
-        &page,
-        &format!("#jobs tr[data-job='{job_id}']"),
-        "data-state",
-    )
-    .await;
-    assert_eq!(state.as_deref(), Some("CANCELLED"));
-
-    page.set_window_size(390, 844).await.expect("phone width");
-    let overflow = page
-        .execute(
-            "return document.documentElement.scrollWidth - window.innerWidth;",
-            vec![],
-        )
-        .await
-        .expect("measure");
-    assert!(
-        overflow.as_i64().unwrap_or(1) <= 0,
-        "page scrolls sideways at phone width: {overflow}"
-    );
+    cluster.stop();
+    unreachable_once_stopped(&page).await;
     page.close().await.expect("close the browser");
 }
 
-/// Writes a screenshot of the whole page at desktop width (the window made
-/// tall enough for the job detail) to `target/dashboard.png`.
-async fn save_screenshot(page: &Client) {
-    page.set_window_size(1280, 1280).await.expect("tall window");
-    let png = page.screenshot().await.expect("screenshot");
-    page.set_window_size(1280, 800).await.expect("window size");
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target dir")
-        .join("dashboard.png");
-    std::fs::write(&target, png).expect("write target/dashboard.png");
+async fn overview_is_live(page: &Client) {
+    eventually("overview counts with the three failed jobs", || async {
+        let failed = texts(page, "#counts [data-state=FAILED] b").await;
+        let live = texts(page, "#live").await;
+        (failed == ["3"] && live.iter().any(|t| t.starts_with("live"))).then_some(())
+    })
+    .await;
+    eventually("a line in the jobs-finished chart", || async {
+        let lines = attributes(page, "#chart-throughput [data-series]", "data-series").await;
+        lines.iter().any(|s| s == "fail").then_some(())
+    })
+    .await;
+    screenshot(page, "dashboard-overview").await;
+}
+
+async fn jobs_filtered_to_running(page: &Client, long: &str) {
+    press(page, "2").await;
+    let state = page
+        .find(Locator::Id("filter-state"))
+        .await
+        .expect("state filter");
+    state
+        .select_by_value("RUNNING")
+        .await
+        .expect("choose RUNNING");
+    eventually("only the running job listed", || async {
+        let states = attributes(page, "#jobs tbody tr[data-key]", "data-state").await;
+        (states == ["RUNNING"] && row_keys(page, "jobs").await == [long]).then_some(())
+    })
+    .await;
+    let url = page.current_url().await.expect("url");
+    assert!(
+        url.as_str().contains("state=RUNNING"),
+        "the filter is in the URL: {url}"
+    );
+    let ids = texts(page, "#jobs tbody code.job-id").await;
+    assert_eq!(ids, [long], "the whole id is shown, not a prefix");
+}
+
+/// A refresh patches rows: the row element stays and a selection in it too.
+async fn selection_survives_refreshes(page: &Client, long: &str) {
+    run(
+        page,
+        "const code = document.querySelector('#jobs tbody code.job-id');
+         getSelection().selectAllChildren(code);
+         window.keptRow = code.closest('tr');
+         return true;",
+    )
+    .await;
+    for _ in 0..2 {
+        let before = texts(page, "#live").await;
+        eventually("a refresh", || async {
+            (texts(page, "#live").await != before).then_some(())
+        })
+        .await;
+    }
+    let kept = run(
+        page,
+        "return [getSelection().toString(), document.querySelector('#jobs tbody tr') === window.keptRow];",
+    )
+    .await;
+    assert_eq!(
+        kept,
+        json!([long, true]),
+        "selection and row survive refreshes"
+    );
+    run(page, "getSelection().removeAllRanges(); return true;").await;
+}
+
+async fn find_by_prefix_and_retry(page: &Client, http: &Http, target: &str) {
+    click(page, "#filter-clear").await;
+    let search = page
+        .find(Locator::Id("filter-q"))
+        .await
+        .expect("search box");
+    search.click().await.expect("focus search");
+    search
+        .send_keys(&(target[..PREFIX].to_string() + &Key::Enter))
+        .await
+        .expect("type a prefix");
+    eventually("the one job with that prefix", || async {
+        (row_keys(page, "jobs").await == [target]).then_some(())
+    })
+    .await;
+    // Keyboard: Esc leaves the search box, j focuses the first row, Enter opens it.
+    press(page, &Key::Escape).await;
+    press(page, "j").await;
+    press(page, &Key::Enter).await;
+    eventually("the failed job's detail", || async {
+        let id = texts(page, "#detail-id").await;
+        let state = texts(page, "#detail-state").await;
+        let error = texts(page, "#detail-error").await;
+        let attempts = texts(page, "#history tbody tr[data-key]").await;
+        (id == [target] && state == ["FAILED"] && error == ["boom 1"] && attempts.len() == 1)
+            .then_some(())
+    })
+    .await;
+    let in_view = run(
+        page,
+        "const r = document.querySelector('#detail').getBoundingClientRect();
+         return r.top >= 0 && r.top < innerHeight / 4 && r.left < innerWidth && r.width >= 300;",
+    )
+    .await;
+    assert_eq!(in_view, json!(true), "the detail opens in view");
+    screenshot(page, "dashboard-detail").await;
+
+    click(page, "#retry-button").await;
+    wait_for(http, target, "FAILED", 2);
+    eventually("the detail to show the second attempt", || async {
+        (texts(page, "#history tbody tr[data-key]").await.len() == 2).then_some(())
+    })
+    .await;
+    press(page, &Key::Escape).await;
+    eventually("the detail to close", || async {
+        (attributes(page, "#detail[hidden]", "id").await.len() == 1).then_some(())
+    })
+    .await;
+}
+
+async fn bulk_retry_failed(page: &Client, http: &Http, failed: &[String]) {
+    click(page, "#tabs a[data-page=failed]").await;
+    eventually("the three failed jobs", || async {
+        let mut keys = row_keys(page, "failed").await;
+        keys.sort();
+        let mut want = failed.to_vec();
+        want.sort();
+        (keys == want).then_some(())
+    })
+    .await;
+    let before: Vec<usize> = failed.iter().map(|id| attempts_of(http, id)).collect();
+    click(page, "#failed-retry-all").await;
+    screenshot(page, "dashboard-failed-confirm").await;
+    confirm(page).await;
+    for (id, n) in failed.iter().zip(&before) {
+        wait_for(http, id, "FAILED", n + 1);
+    }
+    eventually("the bulk retry reported", || async {
+        texts(page, "#failed-message")
+            .await
+            .iter()
+            .any(|t| t.starts_with("3 requeued"))
+            .then_some(())
+    })
+    .await;
+
+    // Only the selected job is retried by "Retry selected".
+    let chosen = &failed[0];
+    click(
+        page,
+        &format!("#failed tr[data-key='{chosen}'] input[type=checkbox]"),
+    )
+    .await;
+    eventually("one selected", || async {
+        (texts(page, "#failed-selection").await == ["1 selected"]).then_some(())
+    })
+    .await;
+    let others: Vec<usize> = failed[1..].iter().map(|id| attempts_of(http, id)).collect();
+    click(page, "#failed-retry-selected").await;
+    confirm(page).await;
+    wait_for(http, chosen, "FAILED", before[0] + 2);
+    screenshot(page, "dashboard-failed").await;
+    let after: Vec<usize> = failed[1..].iter().map(|id| attempts_of(http, id)).collect();
+    assert_eq!(after, others, "jobs not selected were not retried");
+}
+
+async fn workers_and_queues(page: &Client, http: &Http, long: &str) {
+    click(page, "#tabs a[data-page=workers]").await;
+    eventually(
+        "the worker running the long job, with a free slot",
+        || async {
+            let rows = texts(page, "#workers tbody tr[data-key]").await;
+            let busy: Vec<&String> = rows.iter().filter(|r| r.contains(long)).collect();
+            (rows.len() == 2 && busy.len() == 1 && busy[0].contains("1 / 2")).then_some(())
+        },
+    )
+    .await;
+    submit(
+        http,
+        json!({ "task_type": "nobody-runs-this", "payload": null }),
+    );
+    click(page, "#tabs a[data-page=queues]").await;
+    eventually("the queue no worker runs, flagged", || async {
+        let rows = texts(page, "#queues tbody tr[data-type=nobody-runs-this]").await;
+        rows.iter()
+            .any(|r| r.contains("no worker runs this type"))
+            .then_some(())
+    })
+    .await;
+    screenshot(page, "dashboard-queues").await;
+}
+
+/// A link with an id prefix opens the job; cancelling it from there works.
+async fn cancel_by_prefix_link(page: &Client, http: &Http, base: &str, long: &str) {
+    let link = format!("{base}#/jobs?job={}", &long[..PREFIX]);
+    page.goto(&link).await.expect("open by prefix");
+    eventually("the running job's detail, full id shown", || async {
+        let id = texts(page, "#detail-id").await;
+        (id == [long] && texts(page, "#detail-state").await == ["RUNNING"]).then_some(())
+    })
+    .await;
+    click(page, "#cancel-button").await;
+    eventually("the detail to show CANCELLED", || async {
+        (texts(page, "#detail-state").await == ["CANCELLED"]).then_some(())
+    })
+    .await;
+    let j = job(http, long);
+    assert_eq!(j["state"], "CANCELLED");
+    assert_eq!(j["history"][0]["outcome"]["kind"], "cancelled");
+}
+
+async fn readable_on_a_phone(page: &Client) {
+    page.set_window_size(390, 844).await.expect("phone width");
+    for view in ["jobs", "failed", "workers"] {
+        run(page, &format!("location.hash = '#/{view}'; return true;")).await;
+        eventually(&format!("the {view} page"), || async {
+            let shown = attributes(
+                page,
+                &format!("#page-{view}:not([hidden]) tbody tr"),
+                "data-key",
+            )
+            .await;
+            (!shown.is_empty()).then_some(())
+        })
+        .await;
+        let overflow = run(
+            page,
+            "return document.documentElement.scrollWidth - window.innerWidth;",
+        )
+        .await;
+        assert!(
+            overflow.as_i64().unwrap_or(1) <= 0,
+            "{view} scrolls sideways at phone width: {overflow}"
+        );
+    }
+    screenshot(page, "dashboard-phone").await;
+}
+
+async fn unreachable_once_stopped(page: &Client) {
+    eventually("the unreachable state", || async {
+        let conn = attributes(page, "body", "data-conn").await;
+        let banner = texts(page, "#conn-banner").await;
+        (conn == ["down"]
+            && banner.iter().any(|b| {
+                b.contains("Coordinator unreachable") && b.contains("nothing below is live")
+            }))
+        .then_some(())
+    })
+    .await;
+    let dimmed = run(
+        page,
+        "return getComputedStyle(document.querySelector('main')).opacity;",
+    )
+    .await;
+    assert_ne!(dimmed, json!("1"), "stale numbers are dimmed");
+    screenshot(page, "dashboard-unreachable").await;
 }

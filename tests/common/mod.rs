@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod db;
 pub mod ha_processes;
 pub mod http;

@@ -58,7 +58,7 @@ export function patchRows(tbody, items, keyOf, columns, decorate = () => {}) {
 
 function patchCell(td, column, item) {
   const signature = String(column.text(item) ?? "");
-  if (td.dataset.sig === signature && td.hasAttribute("data-sig")) return;
+  if (td.dataset.sig === signature) return;
   td.dataset.sig = signature;
   if (column.render) {
     td.replaceChildren();
@@ -83,7 +83,8 @@ export const stateBadge = (state) => el("span", { class: "state " + state }, sta
 export function duration(ms) {
   if (ms == null || !Number.isFinite(ms)) return "";
   const abs = Math.abs(ms);
-  if (abs < 1) return ms.toFixed(2) + " ms";
+  if (abs < 1) return Number(ms.toFixed(2)) + " ms";
+  if (abs < 100) return Number(ms.toFixed(1)) + " ms";
   if (abs < 1000) return Math.round(ms) + " ms";
   if (abs < 60_000) return (ms / 1000).toFixed(1) + " s";
   if (abs < 3_600_000) return Math.round(ms / 60_000) + " min";
