@@ -28,6 +28,7 @@
 //! # Ok::<(), taskyard::client::ClientError>(())
 //! ```
 
+mod admin;
 pub(crate) mod connection;
 mod error;
 
@@ -416,6 +417,7 @@ impl Client {
             let request = ClientRequest::RequeueFailed {
                 task_type: task_type.clone(),
                 failed_before: Some(failed_before),
+                state: None,
             };
             let (job_ids, refused) = match self.request(request)? {
                 ClientResponse::Requeued { job_ids, refused } => (job_ids, refused),
@@ -792,6 +794,12 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::Chunk(_) => "Chunk",
         ClientResponse::ChunkRefused { .. } => "ChunkRefused",
         ClientResponse::AnswerTooLarge { .. } => "AnswerTooLarge",
+        ClientResponse::Resolved { .. } => "Resolved",
+        ClientResponse::NoMatch { .. } => "NoMatch",
+        ClientResponse::Ambiguous { .. } => "Ambiguous",
+        ClientResponse::Invalid { .. } => "Invalid",
+        ClientResponse::Bulk(_) => "Bulk",
+        ClientResponse::Queues(_) => "Queues",
     };
     ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
 }
