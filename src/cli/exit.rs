@@ -1,7 +1,7 @@
 //! Exit codes and the one error type every command returns.
 
 use crate::client::ClientError;
-use crate::protocol::{JobId, JobState};
+use crate::protocol::{IdPrefix, JobId, JobState};
 use std::process::ExitCode;
 use thiserror::Error;
 
@@ -62,6 +62,9 @@ pub enum CliError {
     Client(ClientError),
     #[error("job {0} not found (expired or never existed)")]
     NoSuchJob(JobId),
+    /// No job's id starts with the prefix given for a job id.
+    #[error("no job id starts with {0} (expired or never existed)")]
+    NoSuchPrefix(IdPrefix),
     #[error("submission rejected: {0}")]
     Rejected(String),
     #[error("timed out after {secs} s waiting for job {job_id}; it is still {state}")]
@@ -93,6 +96,7 @@ impl CliError {
         match self {
             CliError::Client(_)
             | CliError::NoSuchJob(_)
+            | CliError::NoSuchPrefix(_)
             | CliError::Output(_)
             | CliError::Setup(_)
             | CliError::BadArgument(_)
@@ -108,6 +112,7 @@ impl From<ClientError> for CliError {
     fn from(e: ClientError) -> CliError {
         match e {
             ClientError::NotFound(job_id) => CliError::NoSuchJob(job_id),
+            ClientError::NoMatch(prefix) => CliError::NoSuchPrefix(prefix),
             other => CliError::Client(other),
         }
     }
