@@ -335,7 +335,7 @@ async fn cancel_by_prefix_link(page: &Client, http: &Http, base: &str, long: &st
 
 async fn readable_on_a_phone(page: &Client) {
     page.set_window_size(390, 844).await.expect("phone width");
-    for view in ["jobs", "failed", "workers"] {
+    for view in ["failed", "workers", "jobs"] {
         run(page, &format!("location.hash = '#/{view}'; return true;")).await;
         eventually(&format!("the {view} page"), || async {
             let shown = attributes(

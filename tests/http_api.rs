@@ -91,12 +91,21 @@ fn every_endpoint_answers_over_a_real_socket() {
     assert!(page
         .header("content-type")
         .is_some_and(|t| t.starts_with("text/html")));
-    for (name, content_type, _) in taskyard::http::dashboard::ASSETS {
+    let assets = taskyard::http::dashboard::ASSETS;
+    for (name, content_type, _) in assets {
         let asset = http.get(&format!("/assets/{name}"));
         assert_eq!(asset.status, 200, "{name}");
         assert_eq!(asset.header("content-type"), Some(content_type), "{name}");
-        assert!(page.body.contains(name) || asset.body.len() > 100, "{name}");
+        // Every module a file imports is served too.
+        for import in asset.body.split("from \"./").skip(1) {
+            let target = import.split('"').next().unwrap_or_default();
+            assert!(
+                assets.iter().any(|(n, _, _)| *n == target),
+                "{name} imports {target}, which is not served"
+            );
+        }
     }
+    assert!(page.body.contains("assets/app.js") && page.body.contains("assets/style.css"));
     assert!(http.get("/assets/app.js").body.contains("REFRESH_MS"));
     assert!(http.get("/assets/style.css").body.contains("@media"));
     let missing = http.get("/assets/secret.txt");
@@ -107,7 +116,7 @@ fn every_endpoint_answers_over_a_real_socket() {
         .body
         .contains("taskyard_jobs_succeeded_total 1"));
     assert!(
-        page.body.contains("id=\"cluster\""),
+        page.body.contains("id=\"cluster-line\""),
         "the dashboard's cluster panel"
     );
 }

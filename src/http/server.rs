@@ -16,7 +16,7 @@ use std::net::TcpListener;
 
 /// (method, path) of every route `routes` registers; tests check each is
 /// served and described in the OpenAPI document.
-pub const ROUTES: [(&str, &str); 20] = [
+pub const ROUTES: [(&str, &str); 19] = [
     ("GET", "/"),
     ("GET", "/assets/{name}"),
     ("GET", "/healthz"),
