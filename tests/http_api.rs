@@ -389,3 +389,53 @@ fn metrics_parse_and_counters_move_as_jobs_run() {
         1.0
     );
 }
+
+fn sum(series: &Value, field: &str) -> u64 {
+    series[field]
+        .as_array()
+        .map_or(0, |v| v.iter().filter_map(Value::as_u64).sum())
+}
+
+#[test]
+fn the_timeline_counts_the_hour_per_task_type_and_folds_types_past_its_bound() {
+    let mut cluster = Cluster::start_configured(|c| c.timeline_task_types = 1);
+    cluster.add_worker("worker-0", 2);
+    cluster.wait_for_workers(1);
+    let http = cluster.http();
+    let ok = submit(
+        &http,
+        json!({ "task_type": "echo", "payload": { "message": "a" } }),
+    );
+    wait_for_state(&http, &ok, "SUCCEEDED");
+    let body = json!({ "task_type": "fail", "payload": { "message": "b" }, "max_attempts": 1 });
+    let failed = submit(&http, body);
+    wait_for_state(&http, &failed, "FAILED");
+
+    let timeline = http.get("/api/timeline");
+    assert_eq!(timeline.status, 200, "{timeline:?}");
+    let t = timeline.json();
+    assert_eq!(t["minute_starts"].as_array().map(Vec::len), Some(60));
+    let names: Vec<&str> = t["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .filter_map(|s| s["task_type"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["echo", "other"],
+        "one type tracked, the next folded: {t}"
+    );
+    assert_eq!(sum(&t["series"][0], "succeeded"), 1);
+    assert_eq!(sum(&t["series"][1], "failed"), 1);
+    assert_eq!(
+        sum(&t["total"], "succeeded") + sum(&t["total"], "failed"),
+        2
+    );
+    let runs = t["total"]["run_p95_ms"].as_array().expect("run times");
+    assert!(runs.iter().any(Value::is_f64), "an attempt's run time: {t}");
+    assert!(
+        runs.iter().any(Value::is_null),
+        "minutes with none are null"
+    );
+}
