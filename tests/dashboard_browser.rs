@@ -103,6 +103,7 @@ async fn an_operator_finds_inspects_and_retries_jobs_and_sees_the_coordinator_st
     overview_is_live(&page).await;
     jobs_filtered_to_running(&page, &long).await;
     selection_survives_refreshes(&page, &long).await;
+    sorted_oldest_first(&page, &long).await;
     let target = &failed[1];
     find_by_prefix_and_retry(&page, &http, target).await;
     bulk_retry_failed(&page, &http, &failed).await;
@@ -190,6 +191,30 @@ async fn selection_survives_refreshes(page: &Client, long: &str) {
         "selection and row survive refreshes"
     );
     run(page, "getSelection().removeAllRanges(); return true;").await;
+}
+
+/// The submitted column sorts on the server: oldest first puts the first
+/// job submitted at the top, and the order is in the URL.
+async fn sorted_oldest_first(page: &Client, first: &str) {
+    click(page, "#filter-clear").await;
+    eventually("every job listed", || async {
+        (row_keys(page, "jobs").await.len() >= 7).then_some(())
+    })
+    .await;
+    click(page, "#sort-submitted").await;
+    eventually("the first job submitted at the top", || async {
+        let keys = row_keys(page, "jobs").await;
+        (keys.first().map(String::as_str) == Some(first)).then_some(())
+    })
+    .await;
+    let url = page.current_url().await.expect("url");
+    assert!(url.as_str().contains("order=oldest"), "{url}");
+    click(page, "#sort-submitted").await;
+    eventually("newest first again", || async {
+        let keys = row_keys(page, "jobs").await;
+        (keys.last().map(String::as_str) == Some(first)).then_some(())
+    })
+    .await;
 }
 
 async fn find_by_prefix_and_retry(page: &Client, http: &Http, target: &str) {

@@ -68,6 +68,8 @@ const loop = {
 };
 
 async function refresh() {
+  // A tab nobody looks at asks nothing; it catches up when shown again.
+  if (document.hidden) return;
   const route = app.route;
   try {
     const stats = await api("/api/stats");
@@ -201,5 +203,6 @@ $("#token-form").addEventListener("submit", (event) => {
 takeTokenFromUrl();
 for (const page of [...Object.values(PAGES), detail]) page.init(app);
 window.addEventListener("hashchange", showRoute);
+document.addEventListener("visibilitychange", () => { if (!document.hidden) loop.kick(); });
 document.addEventListener("keydown", onKey);
 showRoute();

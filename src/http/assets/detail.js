@@ -39,11 +39,10 @@ export const detail = {
       }
       return;
     }
-    if (id !== shown) {
-      returnFocus = document.activeElement;
-      shown = id;
-      clear(id);
-    }
+    if (id === shown && !drawer.hidden) return;
+    if (id !== shown) clear(id);
+    returnFocus = document.activeElement;
+    shown = id;
     drawer.hidden = false;
     drawer.focus({ preventScroll: true });
   },

@@ -41,6 +41,11 @@ export const jobs = {
     for (const id of ["#filter-state", "#filter-priority", "#filter-sort"]) {
       $(id).addEventListener("change", () => $("#job-filters").requestSubmit());
     }
+    $("#sort-submitted").addEventListener("click", () => {
+      previous = [];
+      const oldest = (app.route.params.get("order") || "newest") === "newest";
+      app.update({ order: oldest ? "oldest" : null, cursor: null });
+    });
     $("#filter-clear").addEventListener("click", () => { previous = []; app.navigate("jobs"); });
     $("#jobs-next").addEventListener("click", () => {
       previous.push(app.route.params.get("cursor") || "");
@@ -66,6 +71,9 @@ export const jobs = {
     $("#filter-priority").value = p.get("priority") || "";
     $("#filter-sort").value = p.get("order") || "newest";
     $("#jobs-limit").value = p.get("limit") || "50";
+    const oldest = p.get("order") === "oldest";
+    $("#th-submitted").setAttribute("aria-sort", oldest ? "ascending" : "descending");
+    setText($("#sort-submitted span"), oldest ? "↑" : "↓");
     if (!p.get("cursor")) previous = [];
   },
 
