@@ -28,7 +28,8 @@ export function setText(node, text) {
 /**
  * Makes `tbody` show one row per item, in order, keyed by `keyOf(item)`.
  * Rows that stay are moved, not rebuilt; a cell is re-rendered only when
- * its column's `text(item)` changed. `columns`: [{ text, render?, class? }];
+ * its column's `text(item)` changed. `columns`: [{ text, render?, class?,
+ * label? }] (`label` names the value where a phone shows no header);
  * `render(td, item)` draws a cell whose content is more than text.
  * `decorate(tr, item)` sets row attributes on every pass.
  */
@@ -46,7 +47,7 @@ export function patchRows(tbody, items, keyOf, columns, decorate = () => {}) {
     seen.add(key);
     let row = old.get(key);
     if (!row) {
-      row = el("tr", { dataset: { key } }, ...columns.map((c) => el("td", { class: c.class })));
+      row = el("tr", { dataset: { key } }, ...columns.map((c) => el("td", { class: c.class, "data-label": c.label })));
     }
     columns.forEach((column, i) => patchCell(row.children[i], column, item));
     decorate(row, item);

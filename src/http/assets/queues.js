@@ -8,13 +8,13 @@ import { $, duration, el, patchRows, PRIORITIES, setText, showEmpty } from "./do
 
 const columns = [
   { text: (t) => t.task_type, render: (td, t) => td.append(el("a", { href: "#/jobs?type=" + encodeURIComponent(t.task_type) }, t.task_type)) },
-  { text: (t) => t.ready },
+  { text: (t) => t.ready, label: "ready" },
   { text: (t) => byPriority(t.task_type), class: "hide-narrow" },
-  { text: (t) => t.latency_ms == null ? "—" : duration(t.latency_ms) },
+  { text: (t) => t.latency_ms == null ? "—" : duration(t.latency_ms), label: "latency" },
   { text: (t) => t.oldest_age_ms == null ? "—" : duration(t.oldest_age_ms), class: "hide-narrow" },
-  { text: (t) => t.delayed },
-  { text: (t) => t.retry_wait },
-  { text: (t) => t.running },
+  { text: (t) => t.delayed, label: "delayed" },
+  { text: (t) => t.retry_wait, label: "retry wait" },
+  { text: (t) => t.running, label: "running" },
   {
     text: (t) => [t.no_worker, t.workers, t.free_slots].join("|"),
     render(td, t) {

@@ -21,7 +21,7 @@ export const stateColumn = {
 
 export const idColumn = { text: (j) => j.job_id, render: idCell, class: "id" };
 export const typeColumn = { text: (j) => j.task_type };
-export const attemptsColumn = { text: (j) => `${j.attempts} / ${j.max_attempts}` };
+export const attemptsColumn = { text: (j) => `${j.attempts} / ${j.max_attempts}`, label: "attempts" };
 export const errorColumn = { text: (j) => j.error || "", class: "error" };
 export const workerColumn = { text: (j) => j.worker_id || "", class: "hide-narrow" };
 

@@ -12,14 +12,15 @@ let app;
 
 const columns = [
   { text: (w) => w.worker_id },
-  { text: (w) => `${w.active} / ${w.capacity}` },
-  { text: (w) => w.free },
+  { text: (w) => `${w.active} / ${w.capacity}`, label: "used" },
+  { text: (w) => w.free, label: "free" },
   {
     text: (w) => w.draining,
     render: (td, w) => td.append(w.draining ? el("span", { class: "warn-tag" }, "draining") : "active"),
   },
   {
     text: (w) => duration(w.heartbeat_age_ms),
+    label: "heartbeat",
     render(td, w) {
       const late = w.heartbeat_age_ms > LATE_HEARTBEAT_MS;
       td.append(el("span", { class: late ? "warn-tag" : "" }, duration(w.heartbeat_age_ms) + " ago"));
