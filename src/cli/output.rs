@@ -390,7 +390,7 @@ mod tests {
         assert_eq!(value["lease"], Value::Null);
         assert_eq!(value["updated_at"], json!(1_700_000_000_123_i64));
         assert_eq!(value["effective_level"], json!(2));
-        assert_eq!(value.as_object().map(|o| o.len()), Some(27));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(28));
     }
 
     #[test]

@@ -13,10 +13,13 @@
 //!    `Sec-Fetch-Site: cross-site` or `same-site` is refused the same way,
 //!    except for a safe-method navigation (following a link to the
 //!    dashboard from another site still opens it).
-//! 3. Any method but GET, HEAD and OPTIONS must send `Content-Type:
-//!    application/json` (parameters allowed), body or not; otherwise 415
-//!    `unsupported_media_type`. A page can only send that type to another
-//!    origin after a CORS preflight, which this server never grants.
+//! 3. A POST must send `Content-Type: application/json` (parameters
+//!    allowed), body or not; otherwise 415 `unsupported_media_type`. A page
+//!    can only send that type to another origin after a CORS preflight,
+//!    which this server never grants. POST is the only method besides the
+//!    safe ones that a form or a fetch can send cross-site without one: a
+//!    DELETE (or PUT, PATCH) from another site always needs the preflight,
+//!    so it needs no content type here (and an unserved method gets its 405).
 
 use crate::http::authority::{Authority, HostName, Origin};
 use crate::http::error::ApiError;
@@ -108,7 +111,7 @@ pub fn check(method: &Method, headers: &HeaderMap, hosts: &ListenerHosts) -> Res
     let host = check_host(headers, hosts)?;
     check_origin(headers, host.as_ref())?;
     check_fetch_site(method, headers)?;
-    if !is_safe(method) {
+    if *method == Method::POST {
         check_json(method, headers)?;
     }
     Ok(())
@@ -435,6 +438,10 @@ mod tests {
         assert!(matches!(twice, Err(Refusal::NotJson { .. })), "{twice:?}");
         let get = check(&Method::GET, &HeaderMap::new(), &listener(LOOPBACK, &[]));
         assert_eq!(get, Ok(()), "reads need no content type");
+        for method in [Method::DELETE, Method::PUT, Method::PATCH] {
+            let bare = check(&method, &HeaderMap::new(), &listener(LOOPBACK, &[]));
+            assert_eq!(bare, Ok(()), "{method} always needs a preflight cross-site");
+        }
     }
 
     #[test]
