@@ -19,7 +19,10 @@ fn script(dir: &Path, name: &str, mode: u32) -> PathBuf {
 
 #[test]
 fn the_first_executable_alternative_in_path_order_is_found() {
-    let (a, b) = (tempfile::tempdir().expect("a"), tempfile::tempdir().expect("b"));
+    let (a, b) = (
+        tempfile::tempdir().expect("a"),
+        tempfile::tempdir().expect("b"),
+    );
     script(a.path(), "chromium", 0o644);
     let wanted = script(b.path(), "chromium", 0o755);
     script(b.path(), "chromium-browser", 0o755);
@@ -44,9 +47,8 @@ fn the_note_names_the_program_and_how_to_install_its_package() {
 #[test]
 fn a_missing_program_skips_unless_required() {
     missing("nothing-here", Package::Debian("nothing"), false);
-    let failed = std::panic::catch_unwind(|| {
-        missing("nothing-here", Package::Debian("nothing"), true)
-    });
+    let failed =
+        std::panic::catch_unwind(|| missing("nothing-here", Package::Debian("nothing"), true));
     let message = failed.expect_err("required: a failure");
     let text = message
         .downcast_ref::<String>()

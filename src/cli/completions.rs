@@ -2,7 +2,7 @@
 //! elvish or PowerShell on stdout, generated from the same clap definitions
 //! the binary parses with, so it always knows every subcommand and flag.
 
-use crate::cli::{output, CliError, Cli, Exit};
+use crate::cli::{output, Cli, CliError, Exit};
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
@@ -54,8 +54,19 @@ mod tests {
     #[test]
     fn every_script_names_every_subcommand_and_flag() {
         let words = names_and_flags(&Cli::command());
-        for expected in ["submit", "workers", "completions", "man", "recovery", "--json", "--all-failed"] {
-            assert!(words.iter().any(|w| w == expected), "{expected} not among {words:?}");
+        for expected in [
+            "submit",
+            "workers",
+            "completions",
+            "man",
+            "recovery",
+            "--json",
+            "--all-failed",
+        ] {
+            assert!(
+                words.iter().any(|w| w == expected),
+                "{expected} not among {words:?}"
+            );
         }
         for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
             let text = String::from_utf8(script(shell)).expect("UTF-8");

@@ -187,7 +187,10 @@ mod tests {
         assert!(text.contains("submit echo"), "{text}");
         assert!(!text.contains("--coordinator"), "default port: {text}");
         let off = banner(None).text();
-        assert!(off.contains("dashboard           off (http-listen is empty)"), "{off}");
+        assert!(
+            off.contains("dashboard           off (http-listen is empty)"),
+            "{off}"
+        );
     }
 
     #[test]

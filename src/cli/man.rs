@@ -48,7 +48,10 @@ pub fn write_pages(dir: &Path) -> Result<Vec<PathBuf>, CliError> {
 }
 
 fn is_our_page(path: &Path) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     name.starts_with("taskyard") && name.ends_with(".1")
 }
 
@@ -75,7 +78,10 @@ mod tests {
         assert!(page.starts_with(".ie \\n(.g .ds Aq"), "{page}");
         assert!(page.contains(".TH taskyard 1"), "{page}");
         for section in ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "SUBCOMMANDS"] {
-            assert!(page.contains(&format!(".SH {section}")), "{section}: {page}");
+            assert!(
+                page.contains(&format!(".SH {section}")),
+                "{section}: {page}"
+            );
         }
         assert!(page.contains("no such job"), "exit codes: {page}");
         assert!(page.contains("taskyard\\-submit(1)"), "{page}");
@@ -89,8 +95,17 @@ mod tests {
             .iter()
             .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .collect();
-        for expected in ["taskyard.1", "taskyard-submit.1", "taskyard-workers.1", "taskyard-bench-recovery.1", "taskyard-man.1"] {
-            assert!(names.iter().any(|n| n == expected), "{expected} not in {names:?}");
+        for expected in [
+            "taskyard.1",
+            "taskyard-submit.1",
+            "taskyard-workers.1",
+            "taskyard-bench-recovery.1",
+            "taskyard-man.1",
+        ] {
+            assert!(
+                names.iter().any(|n| n == expected),
+                "{expected} not in {names:?}"
+            );
         }
         let submit = std::fs::read_to_string(dir.path().join("taskyard-submit.1")).expect("read");
         assert!(submit.contains("idempotency"), "{submit}");

@@ -637,13 +637,32 @@ mod tests {
     fn workers_show_free_slots_draining_and_heartbeat_age() {
         let workers = [worker("w1", 4, 1, false), worker("w2", 4, 1, true)];
         let text = workers_table(&workers, 5_300);
-        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
         assert_eq!(
             lines[0],
-            ["WORKER", "CAPACITY", "ACTIVE", "FREE", "DRAINING", "HEARTBEAT", "TASK", "TYPES"]
+            [
+                "WORKER",
+                "CAPACITY",
+                "ACTIVE",
+                "FREE",
+                "DRAINING",
+                "HEARTBEAT",
+                "TASK",
+                "TYPES"
+            ]
         );
-        assert_eq!(lines[1], ["w1", "4", "1", "3", "no", "4.3s", "ago", "echo,sleep"]);
-        assert_eq!(lines[2], ["w2", "4", "1", "0", "yes", "4.3s", "ago", "echo,sleep"], "a draining worker takes nothing new");
+        assert_eq!(
+            lines[1],
+            ["w1", "4", "1", "3", "no", "4.3s", "ago", "echo,sleep"]
+        );
+        assert_eq!(
+            lines[2],
+            ["w2", "4", "1", "0", "yes", "4.3s", "ago", "echo,sleep"],
+            "a draining worker takes nothing new"
+        );
         assert!(text.ends_with("2 worker(s), 3 of 8 slot(s) free"), "{text}");
         let value = workers_json(&workers, 5_300);
         assert_eq!(value[0]["free"], 3);
@@ -699,12 +718,18 @@ mod tests {
             json!({ "job_id": id, "result": "done", "result_hex": null, "result_bytes": 4 })
         );
         let binary = result_json(id, &[0xff, 0x01]);
-        assert_eq!((&binary["result"], &binary["result_hex"]), (&Value::Null, &json!("ff01")));
+        assert_eq!(
+            (&binary["result"], &binary["result_hex"]),
+            (&Value::Null, &json!("ff01"))
+        );
         let payload = payload_json(id, &encode_json(&json!({ "w": 3 })));
         assert_eq!(payload["payload"], json!({ "w": 3 }));
         assert_eq!(payload["payload_hex"], Value::Null);
         let raw = payload_json(id, &[0xc1]);
-        assert_eq!((&raw["payload"], &raw["payload_hex"]), (&Value::Null, &json!("c1")));
+        assert_eq!(
+            (&raw["payload"], &raw["payload_hex"]),
+            (&Value::Null, &json!("c1"))
+        );
         for key in ["result", "result_hex", "result_bytes"] {
             assert!(job_json(&job()).get(key).is_some(), "{key}");
         }

@@ -106,7 +106,12 @@ mod tests {
 
     #[test]
     fn subcommand_help_names_the_global_flags_without_repeating_them() {
-        for path in [&["status"][..], &["submit"], &["workers"], &["bench", "recovery"]] {
+        for path in [
+            &["status"][..],
+            &["submit"],
+            &["workers"],
+            &["bench", "recovery"],
+        ] {
             let help = help_of(path);
             for flag in GLOBAL_HELP {
                 let listed = format!("  {flag}");
@@ -123,8 +128,7 @@ mod tests {
     fn global_flags_still_parse_before_and_after_a_subcommand() {
         let id = crate::protocol::JobId::mint().to_string();
         let parse = |args: &[&str]| {
-            try_parse_from(std::iter::once("taskyard").chain(args.iter().copied()))
-                .expect("valid")
+            try_parse_from(std::iter::once("taskyard").chain(args.iter().copied())).expect("valid")
         };
         for cli in [
             parse(&["--json", "--coordinator", "10.0.0.1:1", "status", &id]),
