@@ -483,6 +483,7 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
     let request = ClientRequest::RequeueFailed {
         task_type: None,
         failed_before: None,
+        state: None,
     };
     let ClientResponse::Requeued {
         mut job_ids,
@@ -503,6 +504,7 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
         .ask(ClientRequest::RequeueFailed {
             task_type: None,
             failed_before: None,
+            state: None,
         })
         .await;
     assert_eq!(
@@ -523,6 +525,7 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
     let before_it = ClientRequest::RequeueFailed {
         task_type: None,
         failed_before: Some(1_500),
+        state: None,
     };
     let ClientResponse::Requeued { job_ids, .. } = node.ask(before_it).await else {
         panic!("not requeued");
@@ -531,6 +534,7 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
     let any_time = ClientRequest::RequeueFailed {
         task_type: None,
         failed_before: None,
+        state: None,
     };
     let ClientResponse::Requeued { job_ids, .. } = node.ask(any_time).await else {
         panic!("not requeued");

@@ -13,6 +13,7 @@ pub mod dashboard;
 pub mod dto;
 pub mod error;
 pub mod health;
+pub mod job_actions;
 pub mod metrics;
 pub mod server;
 

@@ -65,6 +65,16 @@ impl ReadyQueues {
         })
     }
 
+    /// Each non-empty FIFO: (task type, base priority, depth, head key).
+    pub fn heads(&self) -> impl Iterator<Item = (&str, Priority, usize, ReadyKey)> + '_ {
+        self.by_type.iter().flat_map(|(task_type, levels)| {
+            Priority::ALL.into_iter().filter_map(move |p| {
+                let fifo = &levels[usize::from(p.level())];
+                Some((task_type.as_str(), p, fifo.len(), *fifo.first()?))
+            })
+        })
+    }
+
     pub fn push(&mut self, task_type: &str, priority: Priority, key: ReadyKey) {
         let levels = self.by_type.entry(task_type.to_string()).or_default();
         if levels[usize::from(priority.level())].insert(key) {
