@@ -337,7 +337,11 @@ fn result_and_payload_honour_json_and_completions_refuse_it() {
     let value: serde_json::Value = serde_json::from_slice(&payload.stdout).expect("payload json");
     assert_eq!(value["payload"]["message"], "as json", "{value}");
 
-    for refused in [&["completions", "bash", "--json"][..], &["man", "--json"]] {
+    for refused in [
+        &["completions", "bash", "--json"][..],
+        &["man", "--json"],
+        &["top", "--once", "--json"],
+    ] {
         let output = taskyard(&addr, refused);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{refused:?}");
@@ -479,4 +483,38 @@ fn man_dir_writes_a_page_per_command() {
         assert!(path.is_file(), "{page} written");
         assert!(listed.contains(&path.display().to_string()), "{listed}");
     }
+}
+
+#[test]
+fn top_once_shows_counts_queues_and_workers_and_unreachable_exits_2() {
+    let cluster = Cluster::start(1, 2);
+    let addr = cluster.client_addr();
+    let queued = ["submit", "resize", "--payload", "{}", "--priority", "high"];
+    assert_eq!(taskyard(&addr, &queued).status.code(), Some(0));
+    let output = taskyard(&addr, &["top", "--once"]);
+    let frame = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(
+        frame.starts_with(&format!("taskyard top  {addr}  ")),
+        "{frame}"
+    );
+    assert!(frame.contains("jobs: 1 QUEUED, 0 RUNNING"), "{frame}");
+    let resize = frame
+        .lines()
+        .find(|l| l.starts_with("resize ") && l.contains("NO WORKER"))
+        .unwrap_or_else(|| panic!("a task-type row for resize: {frame}"));
+    assert!(
+        resize.split_whitespace().nth(1) == Some("1"),
+        "one ready: {resize}"
+    );
+    assert!(frame.contains("worker-0"), "{frame}");
+    assert!(
+        frame.contains("1 worker(s), 2 of 2 slot(s) free"),
+        "{frame}"
+    );
+
+    let closed = format!("127.0.0.1:{}", closed_port());
+    let output = taskyard(&closed, &["top", "--once"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(output.stdout.is_empty());
 }
