@@ -69,10 +69,10 @@ async fn confirm(page: &Client) {
 
 #[tokio::test]
 async fn an_operator_finds_inspects_and_retries_jobs_and_sees_the_coordinator_stop() {
-    if browser::skip_without_chromium() {
+    let Some(programs) = browser::programs() else {
         return;
-    }
-    let driver = Chromedriver::start();
+    };
+    let driver = Chromedriver::start(&programs);
     let profile = tempfile::tempdir().expect("profile dir");
     let mut cluster = Cluster::start(2, 2);
     let http = cluster.http();

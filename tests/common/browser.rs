@@ -2,6 +2,7 @@
 //! the dashboard: finding the programs, a driver process on a free port, a
 //! session, polling the page, and screenshots under `target/`.
 
+use super::external::{self, Package::Debian};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 use std::future::Future;
@@ -14,42 +15,37 @@ use std::time::{Duration, Instant};
 pub const WAIT: Duration = Duration::from_secs(20);
 
 const CHROMIUM: [&str; 2] = ["chromium", "chromium-browser"];
-const CHROMEDRIVER: [&str; 1] = ["chromedriver"];
 
-/// The first of `names` on `PATH`, if any is there.
-fn on_path(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
-        .find(|p| p.is_file())
+/// Chromium and chromedriver, found by the external-program policy.
+pub struct Programs {
+    chromium: PathBuf,
+    chromedriver: PathBuf,
 }
 
-/// True (the test should return) when Chromium or chromedriver is
-/// missing, after saying which Debian package provides it; a failure
-/// instead under `TASKYARD_REQUIRE_EXTERNAL=1`.
-pub fn skip_without_chromium() -> bool {
-    super::skip_without("chromium", on_path(&CHROMIUM).is_some(), "chromium")
-        || super::skip_without(
-            "chromedriver",
-            on_path(&CHROMEDRIVER).is_some(),
-            "chromium-driver",
-        )
+/// Both programs, or `None` (the test should return) after saying which
+/// Debian package provides the missing one; a failure instead under
+/// `TASKYARD_REQUIRE_EXTERNAL=1` (see `external`).
+pub fn programs() -> Option<Programs> {
+    Some(Programs {
+        chromium: external::program(&CHROMIUM, Debian("chromium"))?,
+        chromedriver: external::program(&["chromedriver"], Debian("chromium-driver"))?,
+    })
 }
 
 /// A chromedriver process on a free loopback port; killed on drop.
 pub struct Chromedriver {
     child: Child,
     url: String,
+    chromium: PathBuf,
 }
 
 impl Chromedriver {
-    pub fn start() -> Chromedriver {
-        let binary = on_path(&CHROMEDRIVER).expect("chromedriver on PATH");
+    pub fn start(programs: &Programs) -> Chromedriver {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let child = Command::new(binary)
+        let child = Command::new(&programs.chromedriver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -67,13 +63,13 @@ impl Chromedriver {
         Chromedriver {
             child,
             url: format!("http://{addr}"),
+            chromium: programs.chromium.clone(),
         }
     }
 
     /// A headless Chromium session with its profile in `profile`, at
     /// 1280×800.
     pub async fn browser(&self, profile: &Path) -> Client {
-        let chromium = on_path(&CHROMIUM).expect("chromium on PATH");
         let args = [
             "--headless".to_string(),
             "--no-sandbox".to_string(),
@@ -89,7 +85,7 @@ impl Chromedriver {
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
-            json!({ "binary": chromium.display().to_string(), "args": args }),
+            json!({ "binary": self.chromium.display().to_string(), "args": args }),
         );
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let page = ClientBuilder::new(connector)
