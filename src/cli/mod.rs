@@ -468,13 +468,7 @@ mod tests {
                 limit: 50,
                 task_type: None,
                 cursor: None,
-<<<<<<< HEAD
-                priority: None,
-                search: None,
-                oldest_first: false,
-=======
                 ..
->>>>>>> cli
             })
         ));
         let err = parse(&["list", "--state", "done"]).expect_err("unknown state");
