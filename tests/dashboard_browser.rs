@@ -404,3 +404,48 @@ async fn unreachable_once_stopped(page: &Client) {
     assert_ne!(dimmed, json!("1"), "stale numbers are dimmed");
     screenshot(page, "dashboard-unreachable").await;
 }
+
+/// With `client-token` set the page still opens, says it needs the token,
+/// and once it is typed shows live data (every request then carries it).
+#[tokio::test]
+async fn a_coordinator_with_a_token_asks_for_it_and_then_shows_live_data() {
+    let Some(programs) = browser::programs() else {
+        return;
+    };
+    let driver = Chromedriver::start(&programs);
+    let profile = tempfile::tempdir().expect("profile dir");
+    let mut cluster = Cluster::start_configured(|c| c.client_token = "s3cret".into());
+    cluster.add_worker("worker-0", 1);
+    let addr = cluster.coordinator().http_addr.expect("http on");
+    let page = driver.browser(profile.path()).await;
+    page.goto(&format!("http://{addr}/#/workers"))
+        .await
+        .expect("open dashboard");
+    eventually("the request for a token", || async {
+        let conn = attributes(&page, "body", "data-conn").await;
+        let form = attributes(&page, "#token-form:not([hidden])", "id").await;
+        (conn == ["auth"] && form.len() == 1).then_some(())
+    })
+    .await;
+    assert!(
+        texts(&page, "#workers tbody tr[data-key]").await.is_empty(),
+        "nothing shown without the token"
+    );
+    let input = page
+        .find(Locator::Id("token-input"))
+        .await
+        .expect("token input");
+    input
+        .send_keys(&("s3cret".to_string() + &Key::Enter))
+        .await
+        .expect("type the token");
+    eventually("live data with the token", || async {
+        let conn = attributes(&page, "body", "data-conn").await;
+        let workers = row_keys(&page, "workers").await;
+        (conn == ["live"] && workers == ["worker-0"]).then_some(())
+    })
+    .await;
+    let banner = attributes(&page, "#conn-banner[hidden]", "id").await;
+    assert_eq!(banner.len(), 1, "the banner is gone once the token works");
+    page.close().await.expect("close the browser");
+}

@@ -242,7 +242,7 @@ fn errors_have_one_json_shape_and_a_fitting_status() {
 }
 
 #[test]
-fn a_configured_token_is_required_everywhere_but_healthz() {
+fn a_configured_token_is_required_everywhere_but_healthz_and_the_dashboard_files() {
     let cluster = Cluster::start_configured(|c| c.client_token = "s3cret".into());
     let addr = cluster.coordinator().http_addr.expect("http on");
     let anonymous = Http::new(addr);
@@ -253,10 +253,13 @@ fn a_configured_token_is_required_everywhere_but_healthz() {
         "/api/stats",
         "/metrics",
         "/readyz",
-        "/",
     ] {
         assert_error(&anonymous.get(path), 401, "unauthorized");
     }
+    // The dashboard's page and files hold no data: a browser opens them
+    // and the page asks for the token the API needs.
+    assert_eq!(anonymous.get("/").status, 200);
+    assert_eq!(anonymous.get("/assets/app.js").status, 200);
     assert_error(
         &Http::with_token(addr, "wrong").get("/api/jobs"),
         401,

@@ -1,5 +1,6 @@
 //! The client-port rule, applied to HTTP: when `client-token` is set, every
-//! request but `/healthz` must carry `Authorization: Bearer TOKEN`.
+//! request but those `is_open` allows must carry `Authorization: Bearer
+//! TOKEN`.
 
 use crate::http::error::ApiError;
 use crate::security::Secret;
@@ -12,8 +13,13 @@ use actix_web::{web, Error, ResponseError};
 #[derive(Debug, Clone, Default)]
 pub struct AuthToken(pub Option<Secret>);
 
-/// Paths anyone may call: liveness must work for probes that hold no secret.
-const OPEN_PATHS: [&str; 1] = ["/healthz"];
+/// Paths anyone may call: liveness must work for probes that hold no
+/// secret, and the dashboard's page and files (`/`, `/assets/...`) hold no
+/// data — all it shows comes from the API, which needs the token — so a
+/// browser can open it and be asked for the token.
+pub fn is_open(path: &str) -> bool {
+    path == "/healthz" || path == "/" || path.starts_with("/assets/")
+}
 
 /// Middleware: refuses a request without the right token with 401 and the
 /// usual JSON error body.
@@ -26,7 +32,7 @@ pub async fn require_token(
         .and_then(|t| t.0.clone());
     let allowed = match expected {
         None => true,
-        Some(token) => OPEN_PATHS.contains(&req.path()) || presented(&req, &token),
+        Some(token) => is_open(req.path()) || presented(&req, &token),
     };
     if !allowed {
         let response = ApiError::unauthorized().error_response();
