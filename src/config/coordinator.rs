@@ -2,8 +2,8 @@
 //! unusable or insecure configuration before anything is opened.
 
 use crate::config::{
-    at_least, fits_frame, frame_size, secret, within, ConfigOptions, Invalid, LogFormat, LogLevel,
-    PostgresUrl, StoreKind, Synchronous, Validate,
+    at_least, at_most, fits_frame, frame_size, secret, within, ConfigOptions, Invalid, LogFormat,
+    LogLevel, PostgresUrl, StoreKind, Synchronous, Validate,
 };
 use crate::http::authority::Authority;
 use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
@@ -115,6 +115,10 @@ config_struct! {
         /// the flag or separate entries with commas.
         #[arg(value_delimiter = ',', value_name = "HOST[:PORT]")]
         http_allowed_hosts: Vec<String> = Vec::new(),
+        /// Most task types `/metrics` labels by name (`task_type` on the job
+        /// counters and histograms, queue gauges); task types met after
+        /// these are counted under `task_type="other"`. 0: all are `other`.
+        metrics_max_task_types: usize = crate::scheduler::metrics::DEFAULT_MAX_TASK_TYPE_LABELS,
         /// Most finished jobs kept in memory; older ones are read from the database.
         retain_finished_in_memory: usize = 10_000,
         /// Longest a finished job stays in memory.
@@ -289,6 +293,11 @@ impl Validate for CoordinatorConfig {
         )?;
         at_least("expiry-interval-millis", self.expiry_interval_millis, 10)?;
         at_least("expiry-batch-rows", self.expiry_batch_rows as u64, 1)?;
+        at_most(
+            "metrics-max-task-types",
+            self.metrics_max_task_types as u64,
+            MAX_TASK_TYPE_LABELS,
+        )?;
         within_u64(
             "leader-lease-millis",
             self.leader_lease_millis,
@@ -412,6 +421,8 @@ impl CoordinatorConfig {
 
 /// Shortest `leader-lease-millis`: renewals every 100 ms at the fastest.
 pub const MIN_LEADER_LEASE_MILLIS: u64 = 300;
+/// Largest `metrics-max-task-types`: each label is some 50 series.
+pub const MAX_TASK_TYPE_LABELS: u64 = 1000;
 /// Longest `leader-lease-millis` (one hour): a longer lease only delays
 /// takeover after a crash.
 pub const MAX_LEADER_LEASE_MILLIS: u64 = 3_600_000;

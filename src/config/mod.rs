@@ -157,6 +157,16 @@ pub(super) fn at_least(key: &str, value: u64, min: u64) -> Result<(), Invalid> {
     Ok(())
 }
 
+pub(super) fn at_most(key: &str, value: u64, max: u64) -> Result<(), Invalid> {
+    if value > max {
+        return Err((
+            key.to_string(),
+            format!("{value} is above the maximum of {max}"),
+        ));
+    }
+    Ok(())
+}
+
 /// `value` must lie in the range a submission could ask for itself (a
 /// default outside it would make every submission that relies on it fail).
 pub(super) fn within(

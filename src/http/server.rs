@@ -16,13 +16,14 @@ use std::net::TcpListener;
 
 /// (method, path) of every route `routes` registers; tests check each is
 /// served and described in the OpenAPI document.
-pub const ROUTES: [(&str, &str); 14] = [
+pub const ROUTES: [(&str, &str); 15] = [
     ("GET", "/"),
     ("GET", "/dashboard.css"),
     ("GET", "/dashboard.js"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
+    ("HEAD", "/metrics"),
     ("GET", "/api/openapi.json"),
     ("GET", "/api/jobs"),
     ("POST", "/api/jobs"),
@@ -42,6 +43,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
         .route("/metrics", web::get().to(metrics::metrics))
+        .route("/metrics", web::head().to(metrics::metrics))
         .route("/api/openapi.json", web::get().to(api::openapi))
         .route("/api/jobs", web::get().to(api::list_jobs))
         .route("/api/jobs", web::post().to(api::submit_job))

@@ -20,12 +20,15 @@ pub mod row;
 pub mod state;
 pub mod submission;
 pub mod sweep;
+pub mod task_type_metrics;
 pub mod workers;
 
 #[cfg(test)]
 mod clock_tests;
 #[cfg(test)]
 mod invariant_tests;
+#[cfg(test)]
+mod metrics_tests;
 #[cfg(test)]
 mod ordering_tests;
 #[cfg(test)]

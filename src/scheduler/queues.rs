@@ -56,11 +56,13 @@ impl ReadyQueues {
     }
 
     /// Ready jobs per (task type, base priority), non-empty FIFOs only.
-    pub fn depths(&self) -> impl Iterator<Item = (&str, Priority, usize)> + '_ {
+    /// With each, the ready time (wall) of its oldest job, the FIFO's head.
+    pub fn depths(&self) -> impl Iterator<Item = (&str, Priority, usize, i64)> + '_ {
         self.by_type.iter().flat_map(|(task_type, levels)| {
             Priority::ALL.into_iter().filter_map(move |p| {
-                let n = levels[usize::from(p.level())].len();
-                (n > 0).then_some((task_type.as_str(), p, n))
+                let fifo = &levels[usize::from(p.level())];
+                let oldest = fifo.first()?.0;
+                Some((task_type.as_str(), p, fifo.len(), oldest))
             })
         })
     }
