@@ -153,6 +153,22 @@ fn dev_runs_a_working_cluster_and_stops_on_ctrl_c() {
                 .map(|a| a.trim().to_string())
         })
         .expect("banner names the client address");
+    let dashboard = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("dashboard")
+                .map(|a| a.trim().to_string())
+        })
+        .expect("banner names the dashboard");
+    let http: std::net::SocketAddr = dashboard
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("dashboard URL {dashboard:?}"));
+    let page = common::http::Http::new(http).get("/");
+    assert_eq!(page.status, 200, "the dashboard is served at {dashboard}");
     let output = taskyard(
         &addr,
         &[
@@ -263,4 +279,204 @@ fn the_plain_cli_pointed_at_a_tls_port_says_pass_tls_ca_and_exits_2() {
         stderr.contains("this port speaks TLS: pass --tls-ca"),
         "{stderr:?}"
     );
+}
+
+#[test]
+fn an_unknown_job_exits_5_and_an_unreachable_coordinator_2() {
+    let cluster = Cluster::start(0, 1);
+    let id = taskyard::protocol::JobId::mint().to_string();
+    for command in [
+        &["status", &id][..],
+        &["wait", &id],
+        &["cancel", &id],
+        &["result", &id],
+    ] {
+        let output = taskyard(&cluster.client_addr(), command);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(5), "{command:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            format!("taskyard: job {id} not found (expired or never existed)")
+        );
+    }
+    let closed = format!("127.0.0.1:{}", closed_port());
+    assert_eq!(taskyard(&closed, &["status", &id]).status.code(), Some(2));
+}
+
+#[test]
+fn result_and_payload_honour_json_and_completions_refuse_it() {
+    let cluster = Cluster::start(1, 1);
+    let addr = cluster.client_addr();
+    let submitted = taskyard(
+        &addr,
+        &[
+            "submit",
+            "echo",
+            "--payload",
+            r#"{"message":"as json"}"#,
+            "--wait",
+            "--json",
+        ],
+    );
+    assert_eq!(submitted.status.code(), Some(0), "{submitted:?}");
+    let job: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
+    let id = job["job_id"].as_str().expect("id").to_string();
+
+    let result = taskyard(&addr, &["result", &id, "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&result.stdout).expect("result json");
+    assert_eq!(value["job_id"], id.as_str());
+    assert_eq!(value["result"], job["result"], "{value}");
+    assert_eq!(value["result_bytes"], job["result_bytes"], "{value}");
+    let raw = taskyard(&addr, &["result", &id]);
+    assert_eq!(
+        Some(String::from_utf8_lossy(&raw.stdout).as_ref()),
+        value["result"].as_str()
+    );
+
+    let payload = taskyard(&addr, &["payload", &id, "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&payload.stdout).expect("payload json");
+    assert_eq!(value["payload"]["message"], "as json", "{value}");
+
+    for refused in [&["completions", "bash", "--json"][..], &["man", "--json"]] {
+        let output = taskyard(&addr, refused);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{refused:?}");
+        assert!(output.stdout.is_empty(), "{refused:?}");
+        assert!(
+            stderr.starts_with("taskyard: --json does not apply here: "),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn workers_show_free_slots_and_draining() {
+    let cluster = Cluster::start(2, 3);
+    let addr = cluster.client_addr();
+    let table = stdout(&taskyard(&addr, &["workers"]));
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("CAPACITY  ACTIVE  FREE  DRAINING  HEARTBEAT"),
+        "{table}"
+    );
+    assert!(
+        table.contains("2 worker(s), 6 of 6 slot(s) free"),
+        "{table}"
+    );
+    let json = taskyard(&addr, &["workers", "--json"]);
+    let workers: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    let http = cluster.http().get("/api/workers").json();
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut keys: Vec<String> = v[0]
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys(&workers), keys(&http), "the HTTP API's names");
+    assert_eq!(workers[0]["free"], 3, "{workers}");
+    assert_eq!(workers[0]["draining"], false, "{workers}");
+}
+
+/// Runs `taskyard ARGS` with no coordinator involved; asserts exit 0.
+fn generated(args: &[&str]) -> Vec<u8> {
+    let output = taskyard("127.0.0.1:1", args);
+    assert_eq!(output.status.code(), Some(0), "{args:?}: {output:?}");
+    output.stdout
+}
+
+/// Feeds `script` to `shell CHECK_FLAG -` style syntax checkers: every
+/// completion script is valid code for its shell.
+fn assert_parses(shell: &std::path::Path, flag: &str, script: &[u8]) {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("taskyard-completion");
+    std::fs::write(&file, script).expect("write script");
+    let output = Command::new(shell)
+        .arg(flag)
+        .arg(&file)
+        .output()
+        .expect("run the shell");
+    assert!(
+        output.status.success(),
+        "{} {flag}: {}",
+        shell.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn completion_scripts_are_valid_for_their_shells() {
+    use common::external::{self, Package::Debian};
+    for (shell, flag, package) in [
+        ("bash", "-n", "bash"),
+        ("zsh", "-n", "zsh"),
+        ("fish", "--no-execute", "fish"),
+    ] {
+        let script = generated(&["completions", shell]);
+        let text = String::from_utf8_lossy(&script);
+        for sub in [
+            "submit",
+            "status",
+            "workers",
+            "completions",
+            "man",
+            "cluster",
+        ] {
+            assert!(text.contains(sub), "{shell} script lacks {sub}");
+        }
+        if let Some(program) = external::program(&[shell], Debian(package)) {
+            assert_parses(&program, flag, &script);
+        }
+    }
+}
+
+/// The checked-in manual page; `TASKYARD_BLESS=1` rewrites it from the binary.
+const MAN_GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/taskyard.1");
+
+#[test]
+fn the_man_page_matches_its_golden_copy_and_formats_cleanly() {
+    let page = generated(&["man"]);
+    if std::env::var("TASKYARD_BLESS").as_deref() == Ok("1") {
+        std::fs::write(MAN_GOLDEN, &page).expect("bless the golden copy");
+    }
+    let golden = std::fs::read(MAN_GOLDEN).unwrap_or_default();
+    assert!(
+        page == golden,
+        "`taskyard man` differs from tests/golden/taskyard.1; if the change is intended, \
+         run `TASKYARD_BLESS=1 cargo test --test cli man_page` and commit the file.\n{}",
+        String::from_utf8_lossy(&page)
+    );
+    use common::external::{self, Package::Debian};
+    if let Some(groff) = external::program(&["groff"], Debian("groff-base")) {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("taskyard.1");
+        std::fs::write(&file, &page).expect("write page");
+        let output = Command::new(groff)
+            .args(["-man", "-Tutf8", "-ww", "-z"])
+            .arg(&file)
+            .output()
+            .expect("run groff");
+        assert!(
+            output.status.success() && output.stderr.is_empty(),
+            "groff warns: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn man_dir_writes_a_page_per_command() {
+    let dir = tempfile::tempdir().expect("dir");
+    let listed = String::from_utf8(generated(&[
+        "man",
+        "--dir",
+        &dir.path().display().to_string(),
+    ]))
+    .expect("UTF-8");
+    for page in ["taskyard.1", "taskyard-submit.1", "taskyard-completions.1"] {
+        let path = dir.path().join(page);
+        assert!(path.is_file(), "{page} written");
+        assert!(listed.contains(&path.display().to_string()), "{listed}");
+    }
 }

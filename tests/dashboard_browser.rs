@@ -6,36 +6,18 @@
 
 mod common;
 
+use common::external::{self, Package::Debian};
 use common::http::Http;
 use common::Cluster;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// `name` on `PATH`, if it is there.
-fn on_path(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
-        .find(|p| p.is_file())
-}
-
-fn require(names: &[&str]) -> PathBuf {
-    on_path(names).unwrap_or_else(|| {
-        panic!(
-            "{} not found on PATH: the dashboard browser test needs Chromium and chromedriver. \
-             Install them with `apt-get update && apt-get install -y chromium chromium-driver` \
-             (.ci/run does this).",
-            names[0]
-        )
-    })
-}
 
 /// A chromedriver process on a free loopback port; killed on drop.
 struct Chromedriver {
@@ -44,8 +26,7 @@ struct Chromedriver {
 }
 
 impl Chromedriver {
-    fn start() -> Chromedriver {
-        let binary = require(&["chromedriver"]);
+    fn start(binary: &Path) -> Chromedriver {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -79,8 +60,7 @@ impl Drop for Chromedriver {
     }
 }
 
-async fn browser(driver: &Chromedriver, profile: &Path) -> Client {
-    let chromium = require(&["chromium", "chromium-browser"]);
+async fn browser(driver: &Chromedriver, chromium: &Path, profile: &Path) -> Client {
     let args = [
         "--headless".to_string(),
         "--no-sandbox".to_string(),
@@ -143,18 +123,18 @@ fn submit_over_api(http: &Http, body: Value) -> String {
 
 #[tokio::test]
 async fn dashboard_shows_workers_and_jobs_and_cancels_a_running_job() {
-    let has_chromium = on_path(&["chromium", "chromium-browser"]).is_some();
-    let has_driver = on_path(&["chromedriver"]).is_some();
-    if common::skip_without("chromium", has_chromium, "chromium")
-        || common::skip_without("chromedriver", has_driver, "chromium-driver")
-    {
+    let Some(chromium) = external::program(&["chromium", "chromium-browser"], Debian("chromium"))
+    else {
         return;
-    }
-    let driver = Chromedriver::start();
+    };
+    let Some(chromedriver) = external::program(&["chromedriver"], Debian("chromium-driver")) else {
+        return;
+    };
+    let driver = Chromedriver::start(&chromedriver);
     let profile = tempfile::tempdir().expect("profile dir");
     let cluster = Cluster::start(2, 2);
     let http = cluster.http();
-    let page = browser(&driver, profile.path()).await;
+    let page = browser(&driver, &chromium, profile.path()).await;
     page.set_window_size(1280, 800).await.expect("window size");
     page.goto(&format!("http://{}/", http.addr))
         .await

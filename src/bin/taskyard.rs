@@ -2,9 +2,8 @@
 //! Exit codes are listed in `taskyard --help` and in
 //! `taskyard::cli::EXIT_CODES`.
 
-use clap::Parser;
 use std::process::ExitCode;
-use taskyard::cli::{self, Cli};
+use taskyard::cli;
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
 /// (BENCHMARKS.md); `main` first turns huge pages off (see `taskyard::memory`).
@@ -14,6 +13,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     taskyard::memory::disable_transparent_huge_pages();
     // Clap prints its own usage errors and exits 2 (`--help` and `--version` exit 0).
-    let cli = Cli::parse();
+    let cli = cli::parse::parse();
     cli::run(cli)
 }

@@ -170,7 +170,8 @@ pub fn retry(ctx: &Context, args: RetryArgs) -> Result<Exit, CliError> {
 }
 
 /// `taskyard result ID`: the raw result bytes on stdout, nothing else, so
-/// it can be piped. Exit 1 when the job did not succeed.
+/// it can be piped (with `--json`: `output::result_json`). Exit 1 when the
+/// job did not succeed.
 pub fn result(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
     let job = client.status(job_id)?.ok_or(CliError::NoSuchJob(job_id))?;
@@ -184,12 +185,15 @@ pub fn result(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
         Some(result) if !job.result_omitted => result,
         _ => client.result(job_id)?,
     };
-    output::emit_bytes(&result)?;
+    match ctx.json {
+        true => emit(&output::json_text(&output::result_json(job_id, &result)))?,
+        false => output::emit_bytes(&result)?,
+    }
     Ok(Exit::Success)
 }
 
 /// `taskyard payload ID`: the payload as one line of JSON (the raw bytes
-/// when they are not MessagePack).
+/// when they are not MessagePack); with `--json`, `output::payload_json`.
 pub fn payload(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
     let job = client.status(job_id)?.ok_or(CliError::NoSuchJob(job_id))?;
@@ -197,6 +201,10 @@ pub fn payload(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
         true => client.payload(job_id)?,
         false => job.payload,
     };
+    if ctx.json {
+        emit(&output::json_text(&output::payload_json(job_id, &payload)))?;
+        return Ok(Exit::Success);
+    }
     match decode_value(&payload) {
         Ok(value) => emit(&value.to_string()),
         Err(_) => output::emit_bytes(&payload),
@@ -204,14 +212,14 @@ pub fn payload(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
     Ok(Exit::Success)
 }
 
-/// `taskyard workers`.
+/// `taskyard workers`: free slots, draining, heartbeat age (see `output::workers_table`).
 pub fn workers(ctx: &Context) -> Result<Exit, CliError> {
     let workers = ctx.connect()?.workers()?;
+    let now = now_millis();
     if ctx.json {
-        let value = serde_json::to_value(&workers).unwrap_or_default();
-        emit(&output::json_text(&value))?;
+        emit(&output::json_text(&output::workers_json(&workers, now)))?;
     } else {
-        emit(&output::workers_table(&workers))?;
+        emit(&output::workers_table(&workers, now))?;
     }
     Ok(Exit::Success)
 }

@@ -2,11 +2,12 @@
 //! trying taskyard locally. Stops cleanly on Ctrl-C.
 
 use crate::actors::{CoordinatorHandle, StopOutcome};
-use crate::cli::{CliError, Exit};
+use crate::cli::{output, CliError, Context, Exit};
 use crate::config::{load, CoordinatorOptions, WorkerConfig};
 use crate::protocol::limits::{self, Range};
 use crate::worker::WorkerHandle;
 use clap::Args;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -23,7 +24,9 @@ pub struct DevArgs {
 }
 
 /// Runs until SIGINT/SIGTERM, then stops workers and the coordinator.
-pub fn run(args: DevArgs) -> Result<Exit, CliError> {
+/// With `--json` the banner is one JSON line (`banner_json`) and nothing
+/// else is printed on stdout.
+pub fn run(ctx: &Context, args: DevArgs) -> Result<Exit, CliError> {
     let config = load::<CoordinatorOptions>(args.config.as_deref(), Default::default())
         .map_err(|e| CliError::Setup(e.to_string()))?;
     check_args(&args, config.max_worker_capacity)?;
@@ -42,9 +45,19 @@ pub fn run(args: DevArgs) -> Result<Exit, CliError> {
             WorkerHandle::spawn(config, log.clone())
         })
         .collect();
-    print_banner(&coordinator, args.workers, &db);
+    let banner = Banner {
+        client: coordinator.client_addr,
+        worker: coordinator.worker_addr,
+        http: coordinator.http_addr,
+        workers: args.workers,
+        db,
+    };
+    match ctx.json {
+        true => output::emit(&banner.json().to_string())?,
+        false => output::emit(&banner.text())?,
+    }
     let waited = crate::signals::wait_for_shutdown_signal();
-    println!("\nstopping...");
+    output::warn("\nstopping...");
     for worker in workers {
         worker.stop();
     }
@@ -74,24 +87,72 @@ fn check_args(args: &DevArgs, max_capacity: u32) -> Result<(), CliError> {
     Ok(())
 }
 
-fn print_banner(coordinator: &CoordinatorHandle, workers: u32, db: &std::path::Path) {
-    let client = coordinator.client_addr;
-    let flag = if client.port() == 7400 && client.ip().is_loopback() {
-        String::new()
-    } else {
-        format!(" --coordinator {client}")
-    };
-    println!("taskyard dev cluster ready");
-    println!("  clients connect to  {client}");
-    println!(
-        "  workers connect to  {}  ({workers} embedded)",
-        coordinator.worker_addr
-    );
-    println!("  database            {}", db.display());
-    println!();
-    println!("In another terminal:");
-    println!("  cargo run --release --bin taskyard --{flag} submit echo --payload '{{\"message\":\"hello\"}}' --wait");
-    println!("Press Ctrl-C to stop.");
+/// Where the dev cluster listens, as its banner tells.
+#[derive(Debug, Clone)]
+pub struct Banner {
+    pub client: SocketAddr,
+    pub worker: SocketAddr,
+    /// `None`: `http-listen` is empty, no HTTP API or dashboard.
+    pub http: Option<SocketAddr>,
+    pub workers: u32,
+    pub db: PathBuf,
+}
+
+impl Banner {
+    /// The dashboard's address for a browser on this machine: a listener
+    /// on every interface (0.0.0.0, [::]) is reached on loopback.
+    pub fn dashboard_url(&self) -> Option<String> {
+        let mut addr = self.http?;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr {
+                SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        Some(format!("http://{addr}/"))
+    }
+
+    /// For people: the addresses, the dashboard, and a first command.
+    pub fn text(&self) -> String {
+        let client = self.client;
+        let flag = if client.port() == 7400 && client.ip().is_loopback() {
+            String::new()
+        } else {
+            format!(" --coordinator {client}")
+        };
+        let dashboard = self
+            .dashboard_url()
+            .unwrap_or_else(|| "off (http-listen is empty)".to_string());
+        [
+            "taskyard dev cluster ready".to_string(),
+            format!("  clients connect to  {client}"),
+            format!(
+                "  workers connect to  {}  ({} embedded)",
+                self.worker, self.workers
+            ),
+            format!("  dashboard           {dashboard}"),
+            format!("  database            {}", self.db.display()),
+            String::new(),
+            "In another terminal:".to_string(),
+            format!("  cargo run --release --bin taskyard --{flag} submit echo --payload '{{\"message\":\"hello\"}}' --wait"),
+            "Press Ctrl-C to stop.".to_string(),
+        ]
+        .join("\n")
+    }
+
+    /// For scripts (`dev --json`): `{"client", "worker", "http",
+    /// "dashboard", "database", "workers"}`; `http` and `dashboard` are
+    /// `null` when HTTP is off.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "client": self.client.to_string(),
+            "worker": self.worker.to_string(),
+            "http": self.http.map(|a| a.to_string()),
+            "dashboard": self.dashboard_url(),
+            "database": self.db.display().to_string(),
+            "workers": self.workers,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -104,6 +165,58 @@ mod tests {
             workers,
             capacity,
         }
+    }
+
+    fn banner(http: Option<&str>) -> Banner {
+        Banner {
+            client: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            worker: SocketAddr::from(([127, 0, 0, 1], 7401)),
+            http: http.map(|a| a.parse().expect("addr")),
+            workers: 2,
+            db: PathBuf::from("taskyard-data/taskyard.db"),
+        }
+    }
+
+    #[test]
+    fn the_banner_prints_the_dashboard_url() {
+        let text = banner(Some("127.0.0.1:7480")).text();
+        assert!(
+            text.contains("  dashboard           http://127.0.0.1:7480/"),
+            "{text}"
+        );
+        assert!(text.contains("submit echo"), "{text}");
+        assert!(!text.contains("--coordinator"), "default port: {text}");
+        let off = banner(None).text();
+        assert!(
+            off.contains("dashboard           off (http-listen is empty)"),
+            "{off}"
+        );
+    }
+
+    #[test]
+    fn a_dashboard_on_every_interface_is_shown_on_loopback() {
+        assert_eq!(
+            banner(Some("0.0.0.0:8080")).dashboard_url().as_deref(),
+            Some("http://127.0.0.1:8080/")
+        );
+        assert_eq!(
+            banner(Some("[::]:8080")).dashboard_url().as_deref(),
+            Some("http://[::1]:8080/")
+        );
+        assert_eq!(
+            banner(Some("10.1.2.3:8080")).dashboard_url().as_deref(),
+            Some("http://10.1.2.3:8080/")
+        );
+    }
+
+    #[test]
+    fn the_json_banner_names_every_address() {
+        let value = banner(Some("127.0.0.1:7480")).json();
+        assert_eq!(value["client"], "127.0.0.1:7400");
+        assert_eq!(value["worker"], "127.0.0.1:7401");
+        assert_eq!(value["dashboard"], "http://127.0.0.1:7480/");
+        assert_eq!(value["workers"], 2);
+        assert_eq!(banner(None).json()["dashboard"], serde_json::Value::Null);
     }
 
     #[test]

@@ -13,22 +13,26 @@ pub enum Exit {
     Success = 0,
     /// 1: the job ended FAILED or CANCELLED.
     JobFailed = 1,
-    /// 2: bad arguments (including an unknown job id), or the coordinator
-    /// was unreachable or broke off the conversation.
+    /// 2: bad arguments, or the coordinator was unreachable or broke off
+    /// the conversation.
     Usage = 2,
     /// 3: the coordinator rejected the submission.
     Rejected = 3,
     /// 4: `wait` (or `submit --wait`) timed out before the job finished.
     WaitTimedOut = 4,
+    /// 5: the coordinator does not know the job (expired or never existed):
+    /// it answered, so unlike 2 asking again will not help.
+    NotFound = 5,
 }
 
 /// The table behind `EXIT_CODES_HELP`, for a README or a test to quote.
-pub const EXIT_CODES: [(Exit, &str); 5] = [
+pub const EXIT_CODES: [(Exit, &str); 6] = [
     (Exit::Success, "success"),
     (Exit::JobFailed, "the job ended FAILED or CANCELLED"),
     (Exit::Usage, "bad arguments or coordinator unreachable"),
     (Exit::Rejected, "submission rejected"),
     (Exit::WaitTimedOut, "wait timed out"),
+    (Exit::NotFound, "no such job (expired or never existed)"),
 ];
 
 /// The exit-code section of `taskyard --help`; kept equal to `EXIT_CODES`
@@ -39,7 +43,8 @@ Exit codes:
   1  the job ended FAILED or CANCELLED
   2  bad arguments or coordinator unreachable
   3  submission rejected
-  4  wait timed out";
+  4  wait timed out
+  5  no such job (expired or never existed)";
 
 impl Exit {
     /// The process exit status.
@@ -91,8 +96,8 @@ impl CliError {
     /// The exit code this error ends the process with.
     pub fn exit(&self) -> Exit {
         match self {
+            CliError::NoSuchJob(_) => Exit::NotFound,
             CliError::Client(_)
-            | CliError::NoSuchJob(_)
             | CliError::Output(_)
             | CliError::Setup(_)
             | CliError::BadArgument(_)
@@ -127,13 +132,26 @@ mod tests {
     }
 
     #[test]
-    fn unknown_job_from_the_client_is_a_bad_argument() {
+    fn unknown_job_exits_5_and_an_unreachable_coordinator_2() {
         let id = JobId::mint();
         let e = CliError::from(ClientError::NotFound(id));
-        assert_eq!(e.exit(), Exit::Usage);
+        assert_eq!(e.exit(), Exit::NotFound);
+        assert_eq!(e.exit().code(), 5);
         assert_eq!(
             e.to_string(),
             format!("job {id} not found (expired or never existed)")
         );
+        let unreachable = CliError::from(ClientError::Unreachable {
+            addr: "127.0.0.1:1".into(),
+            reason: "connection refused".into(),
+        });
+        assert_eq!(unreachable.exit(), Exit::Usage);
+    }
+
+    #[test]
+    fn every_exit_code_is_distinct() {
+        let mut codes: Vec<u8> = EXIT_CODES.iter().map(|(e, _)| e.code()).collect();
+        codes.dedup();
+        assert_eq!(codes, [0, 1, 2, 3, 4, 5]);
     }
 }

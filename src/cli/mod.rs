@@ -8,9 +8,12 @@
 pub mod bench;
 pub mod cluster;
 pub mod commands;
+pub mod completions;
 pub mod dev;
 pub mod exit;
+pub mod man;
 pub mod output;
+pub mod parse;
 pub mod spinner;
 pub mod time;
 
@@ -80,6 +83,22 @@ pub enum Command {
     /// Show who leads, the leader lease, and the coordinators that checked
     /// in (asks any coordinator's HTTP listener, leader or standby).
     Cluster(cluster::ClusterArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page taskyard(1), or write one page per command.
+    Man(man::ManArgs),
+}
+
+impl Command {
+    /// Why `--json` cannot apply to this command, when it cannot: the
+    /// command is refused with this reason rather than ignoring the flag.
+    pub fn refuses_json(&self) -> Option<&'static str> {
+        match self {
+            Command::Completions(_) => Some("`completions` prints a shell script"),
+            Command::Man(_) => Some("`man` prints a manual page in roff"),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -245,6 +264,11 @@ pub fn run(cli: Cli) -> ExitCode {
 }
 
 fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
+    if let Some(reason) = command.refuses_json().filter(|_| ctx.json) {
+        return Err(CliError::BadArgument(format!(
+            "--json does not apply here: {reason}"
+        )));
+    }
     match command {
         Command::Submit(args) => commands::submit(ctx, args),
         Command::Status(args) => commands::status(ctx, args),
@@ -255,9 +279,11 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Retry(args) => commands::retry(ctx, args),
         Command::Result(args) => commands::result(ctx, args.job_id),
         Command::Payload(args) => commands::payload(ctx, args.job_id),
-        Command::Dev(args) => dev::run(args),
+        Command::Dev(args) => dev::run(ctx, args),
         Command::Bench(args) => bench::run(ctx, args),
         Command::Cluster(args) => cluster::cluster(ctx, args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
     }
 }
 
@@ -277,7 +303,7 @@ mod tests {
     use clap::CommandFactory;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("taskyard").chain(args.iter().copied()))
+        parse::try_parse_from(std::iter::once("taskyard").chain(args.iter().copied()))
     }
 
     fn submit_args(extra: &[&str]) -> Result<SubmitArgs, clap::Error> {

@@ -11,6 +11,7 @@
 
 use crate::cli::exit::CliError;
 use crate::cli::time::format_millis;
+use crate::http::dto::{free_capacity, ApiWorker};
 use crate::protocol::payloads::decode_value;
 use crate::protocol::{
     Attempt, JobId, JobList, JobState, JobSummary, JobView, Priority, Progress, WorkerView,
@@ -103,6 +104,38 @@ pub fn job_json(job: &JobView) -> Value {
         "result_bytes": job.result_bytes,
         "result_omitted": job.result_omitted,
         "history_omitted": job.history_omitted,
+    })
+}
+
+/// `result --json`: `{"job_id", "result", "result_hex", "result_bytes"}`,
+/// the same names as in `job_json`: `result` is the text when the bytes
+/// are UTF-8, else `null` with `result_hex` (lowercase hex).
+pub fn result_json(job_id: JobId, result: &[u8]) -> Value {
+    let (text, hex_text) = match std::str::from_utf8(result) {
+        Ok(text) => (Some(text), None),
+        Err(_) => (None, Some(hex(result))),
+    };
+    json!({
+        "job_id": job_id,
+        "result": text,
+        "result_hex": hex_text,
+        "result_bytes": result.len(),
+    })
+}
+
+/// `payload --json`: `{"job_id", "payload", "payload_hex",
+/// "payload_bytes"}`, as in `job_json`: `payload` is the decoded JSON
+/// value, or `null` with `payload_hex` when the bytes are not MessagePack.
+pub fn payload_json(job_id: JobId, payload: &[u8]) -> Value {
+    let (value, hex_text) = match decode_value(payload) {
+        Ok(value) => (value, None),
+        Err(_) => (Value::Null, Some(hex(payload))),
+    };
+    json!({
+        "job_id": job_id,
+        "payload": value,
+        "payload_hex": hex_text,
+        "payload_bytes": payload.len(),
     })
 }
 
@@ -279,17 +312,23 @@ fn short(text: &str) -> String {
     format!("{}…", line.chars().take(59).collect::<String>())
 }
 
-/// `workers` output.
-pub fn workers_table(workers: &[WorkerView]) -> String {
+/// `workers` output at `now` (unix milliseconds): one row per worker with
+/// its free slots (none while draining: it takes no new task), whether it
+/// is draining, and how long ago it last sent a heartbeat; then a footer
+/// with the totals.
+pub fn workers_table(workers: &[WorkerView], now: i64) -> String {
     let rows = workers
         .iter()
         .map(|w| {
+            let w = ApiWorker::from_view(w.clone(), now);
             vec![
                 w.worker_id.to_string(),
                 w.capacity.to_string(),
                 w.active.to_string(),
+                w.free.to_string(),
+                if w.draining { "yes" } else { "no" }.to_string(),
+                age_text(w.heartbeat_age_ms),
                 w.task_types.join(","),
-                format_millis(w.last_heartbeat_at),
             ]
         })
         .collect();
@@ -297,10 +336,41 @@ pub fn workers_table(workers: &[WorkerView]) -> String {
         "WORKER",
         "CAPACITY",
         "ACTIVE",
+        "FREE",
+        "DRAINING",
+        "HEARTBEAT",
         "TASK TYPES",
-        "LAST HEARTBEAT",
     ];
-    table(&headers, rows)
+    let capacity: u64 = workers.iter().map(|w| u64::from(w.capacity)).sum();
+    let footer = format!(
+        "{} worker(s), {} of {capacity} slot(s) free",
+        workers.len(),
+        free_capacity(workers)
+    );
+    format!("{}\n\n{footer}", table(&headers, rows))
+}
+
+/// `workers --json`: the HTTP API's worker shape (`GET /api/workers`),
+/// with `free` and `heartbeat_age_ms` measured at `now`.
+pub fn workers_json(workers: &[WorkerView], now: i64) -> Value {
+    let workers: Vec<ApiWorker> = workers
+        .iter()
+        .map(|w| ApiWorker::from_view(w.clone(), now))
+        .collect();
+    serde_json::to_value(workers).unwrap_or_default()
+}
+
+/// An age in milliseconds as people read it: `850ms ago`, `4.2s ago`,
+/// `3m12s ago`, `2h05m ago`.
+pub fn age_text(ms: i64) -> String {
+    let ms = ms.max(0);
+    let secs = ms / 1000;
+    match ms {
+        0..=999 => format!("{ms}ms ago"),
+        1_000..=59_999 => format!("{}.{}s ago", secs, (ms % 1000) / 100),
+        60_000..=3_599_999 => format!("{}m{:02}s ago", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m ago", secs / 3600, (secs % 3600) / 60),
+    }
 }
 
 /// Left-aligned columns two spaces apart, sized to their widest cell.
@@ -547,8 +617,67 @@ mod tests {
             last_heartbeat_at: 0,
             draining: false,
         };
-        let text = workers_table(&[worker.clone(), worker]);
-        assert_eq!(text.lines().count(), 3);
+        let text = workers_table(&[worker.clone(), worker], 0);
+        assert_eq!(text.lines().count(), 5, "{text}");
+    }
+
+    fn worker(id: &str, capacity: u32, active: u32, draining: bool) -> WorkerView {
+        WorkerView {
+            worker_id: WorkerId(id.into()),
+            capacity,
+            active,
+            task_types: vec!["echo".into(), "sleep".into()],
+            registered_at: 0,
+            last_heartbeat_at: 1_000,
+            draining,
+        }
+    }
+
+    #[test]
+    fn workers_show_free_slots_draining_and_heartbeat_age() {
+        let workers = [worker("w1", 4, 1, false), worker("w2", 4, 1, true)];
+        let text = workers_table(&workers, 5_300);
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            lines[0],
+            [
+                "WORKER",
+                "CAPACITY",
+                "ACTIVE",
+                "FREE",
+                "DRAINING",
+                "HEARTBEAT",
+                "TASK",
+                "TYPES"
+            ]
+        );
+        assert_eq!(
+            lines[1],
+            ["w1", "4", "1", "3", "no", "4.3s", "ago", "echo,sleep"]
+        );
+        assert_eq!(
+            lines[2],
+            ["w2", "4", "1", "0", "yes", "4.3s", "ago", "echo,sleep"],
+            "a draining worker takes nothing new"
+        );
+        assert!(text.ends_with("2 worker(s), 3 of 8 slot(s) free"), "{text}");
+        let value = workers_json(&workers, 5_300);
+        assert_eq!(value[0]["free"], 3);
+        assert_eq!(value[1]["free"], 0);
+        assert_eq!(value[1]["draining"], true);
+        assert_eq!(value[0]["heartbeat_age_ms"], 4_300);
+    }
+
+    #[test]
+    fn ages_read_in_the_largest_sensible_unit() {
+        assert_eq!(age_text(-5), "0ms ago");
+        assert_eq!(age_text(850), "850ms ago");
+        assert_eq!(age_text(4_250), "4.2s ago");
+        assert_eq!(age_text(192_000), "3m12s ago");
+        assert_eq!(age_text(7_500_000), "2h05m ago");
     }
 
     #[test]
@@ -578,6 +707,32 @@ mod tests {
         );
         assert_eq!(value["payload_omitted"], json!(true));
         assert_eq!(value["result_bytes"], json!(900_000));
+    }
+
+    #[test]
+    fn result_and_payload_json_use_the_job_json_names() {
+        let id = JobId::mint();
+        let text = result_json(id, b"done");
+        assert_eq!(
+            text,
+            json!({ "job_id": id, "result": "done", "result_hex": null, "result_bytes": 4 })
+        );
+        let binary = result_json(id, &[0xff, 0x01]);
+        assert_eq!(
+            (&binary["result"], &binary["result_hex"]),
+            (&Value::Null, &json!("ff01"))
+        );
+        let payload = payload_json(id, &encode_json(&json!({ "w": 3 })));
+        assert_eq!(payload["payload"], json!({ "w": 3 }));
+        assert_eq!(payload["payload_hex"], Value::Null);
+        let raw = payload_json(id, &[0xc1]);
+        assert_eq!(
+            (&raw["payload"], &raw["payload_hex"]),
+            (&Value::Null, &json!("c1"))
+        );
+        for key in ["result", "result_hex", "result_bytes"] {
+            assert!(job_json(&job()).get(key).is_some(), "{key}");
+        }
     }
 
     #[test]

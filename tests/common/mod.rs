@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod db;
+pub mod external;
 pub mod ha_processes;
 pub mod http;
 pub mod jobs;
@@ -171,20 +172,11 @@ pub fn free_port() -> SocketAddr {
     listener.local_addr().expect("addr")
 }
 
-/// Decides what a test does when an outside program it needs is missing:
-/// returns true (the caller returns early: skipped) after printing which
-/// Debian package provides it, unless `TASKYARD_REQUIRE_EXTERNAL=1` (set by
-/// `.ci/run`), where a missing program fails the test.
-pub fn skip_without(program: &str, found: bool, package: &str) -> bool {
-    if found {
-        return false;
-    }
-    let message = format!(
-        "{program} not found on PATH: install it with `apt-get install -y {package}` (.ci/run does)"
-    );
-    if std::env::var("TASKYARD_REQUIRE_EXTERNAL").as_deref() == Ok("1") {
-        panic!("{message}; TASKYARD_REQUIRE_EXTERNAL=1 makes this a failure");
-    }
-    eprintln!("skipped: {message}");
-    true
+/// True (the caller returns early: skipped) when `found` is false, after
+/// the note of `external::missing` naming the Debian `package`; a failure
+/// under `TASKYARD_REQUIRE_EXTERNAL=1`. Prefer `external::program`, which
+/// also finds the program.
+pub fn skip_without(program: &str, found: bool, package: &'static str) -> bool {
+    let found = found.then_some(());
+    external::present(program, found, external::Package::Debian(package)).is_none()
 }
