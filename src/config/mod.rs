@@ -484,6 +484,27 @@ mod tests {
     }
 
     #[test]
+    fn metrics_max_task_types_is_bounded_and_the_example_states_its_default() {
+        let f = file_with("metrics-max-task-types = 1001\n");
+        let err = load::<CoordinatorOptions>(Some(f.path()), Default::default())
+            .expect_err("above the maximum");
+        assert_eq!(err.key.as_deref(), Some("metrics-max-task-types"));
+        assert!(err.reason.contains("maximum of 1000"), "{err}");
+        let f = file_with("metrics-max-task-types = 0\n");
+        let c = load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect("0 is valid");
+        assert_eq!(c.metrics_max_task_types, 0);
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/coordinator.toml");
+        let c = load::<CoordinatorOptions>(Some(&example), Default::default()).expect("loads");
+        assert_eq!(
+            c.metrics_max_task_types,
+            CoordinatorConfig::default().metrics_max_task_types
+        );
+        assert!(std::fs::read_to_string(&example)
+            .unwrap_or_default()
+            .contains("\nmetrics-max-task-types = "));
+    }
+
+    #[test]
     fn a_syntax_error_names_the_file_line_and_column() {
         let f = file_with("capacity = 2\nheartbeat-interval-millis = = 3\n");
         let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("syntax");
