@@ -468,7 +468,9 @@ mod tests {
                 limit: 50,
                 task_type: None,
                 cursor: None,
-                ..
+                priority: None,
+                search: None,
+                oldest_first: false,
             })
         ));
         let err = parse(&["list", "--state", "done"]).expect_err("unknown state");
@@ -484,6 +486,62 @@ mod tests {
         let err = parse(&["status", "not-a-uuid"]).expect_err("bad id");
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("<ID>"), "{err}");
+    }
+
+    #[test]
+    fn job_ids_take_unique_prefixes_of_at_least_four_digits() {
+        let cli = parse(&["status", "0193AB12"]).expect("a prefix");
+        let Command::Status(StatusArgs { job_id }) = cli.command else {
+            panic!("not status");
+        };
+        assert_eq!(job_id.as_str(), "0193ab12");
+        let err = parse(&["cancel", "019"]).expect_err("too short");
+        assert!(err.to_string().contains("at least 4"), "{err}");
+        let cli = parse(&["retry", "0193ab", "0193cd"]).expect("several");
+        assert!(
+            matches!(cli.command, Command::Retry(RetryArgs { ref job_ids, .. }) if job_ids.len() == 2)
+        );
+        assert!(parse(&["retry"]).is_err(), "retry needs ids or a filter");
+        assert!(parse(&["retry", "--all-failed", "--all-cancelled"]).is_err());
+    }
+
+    #[test]
+    fn delete_takes_ids_or_one_filter() {
+        let cli = parse(&[
+            "delete",
+            "--all-failed",
+            "--type",
+            "echo",
+            "--older-than",
+            "7d",
+            "--yes",
+        ])
+        .expect("a filter");
+        let Command::Delete(args) = cli.command else {
+            panic!("not delete");
+        };
+        assert!(args.all_failed && args.yes);
+        assert_eq!(args.older_than, Some(7 * 24 * 3600 * 1000));
+        assert!(parse(&["delete"]).is_err(), "delete needs ids or a filter");
+        assert!(parse(&["delete", "--finished", "--all-failed"]).is_err());
+        let cli = parse(&[
+            "list",
+            "--priority",
+            "high",
+            "--search",
+            "0193-ab",
+            "--oldest-first",
+        ])
+        .expect("list filters");
+        assert!(matches!(
+            cli.command,
+            Command::List(ListArgs {
+                priority: Some(Priority::High),
+                search: Some(_),
+                oldest_first: true,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -38,6 +38,21 @@ pub const ROUTES: [(&str, &str); 19] = [
     ("GET", "/api/cluster"),
 ];
 
+/// True when a route serves `method` at `path` (a request path; `{id}`
+/// in a route matches any one segment).
+pub fn serves(method: &str, path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    ROUTES.iter().any(|(m, route)| {
+        let pattern: Vec<&str> = route.split('/').collect();
+        *m == method
+            && pattern.len() == segments.len()
+            && pattern
+                .iter()
+                .zip(&segments)
+                .all(|(p, s)| p == s || (p.starts_with('{') && !s.is_empty()))
+    })
+}
+
 /// The methods `path` serves, as an `Allow` header lists them.
 pub fn allowed_methods(path: &str) -> String {
     let mut methods: Vec<&str> = ROUTES
@@ -52,6 +67,22 @@ pub fn allowed_methods(path: &str) -> String {
 /// A path whose other methods are answered 405 with `Allow`.
 fn resource(path: &'static str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(api::method_not_allowed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serves_matches_routes_with_their_id_segment() {
+        assert!(serves("POST", "/api/jobs"));
+        assert!(serves("POST", "/api/jobs/0193ab/cancel"));
+        assert!(serves("DELETE", "/api/jobs/0193ab"));
+        assert!(!serves("POST", "/api/jobs/0193ab"));
+        assert!(!serves("POST", "/api/queues"));
+        assert!(!serves("GET", "/api/jobs//cancel"));
+        assert_eq!(allowed_methods("/api/jobs/{id}"), "GET, DELETE");
+    }
 }
 
 /// Every route, for `App::configure`. The OpenAPI document lists the same
