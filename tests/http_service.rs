@@ -58,14 +58,24 @@ async fn every_route_is_served_and_described_in_openapi() {
         let request = match method {
             "GET" => TestRequest::get(),
             "HEAD" => TestRequest::default().method(actix_web::http::Method::HEAD),
+            "DELETE" => TestRequest::delete(),
+            _ if path.ends_with("/retry") || path.ends_with("/delete") => {
+                TestRequest::post().set_json(json!({ "job_ids": [id] }))
+            }
             _ => TestRequest::post()
                 .set_json(json!({ "task_type": "echo", "payload": { "message": "x" } })),
         };
         let response = call_service(&service, request.uri(&uri).to_request()).await;
+        let status = response.status();
+        // Served (not 404 or 405), and with a status the document lists:
+        // retry and delete of the QUEUED job are refused, as documented.
         assert!(
-            response.status().is_success(),
-            "{method} {uri}: {}",
-            response.status()
+            documented["responses"][status.as_str()].is_object(),
+            "{method} {uri}: {status} is not documented"
+        );
+        assert!(
+            status.is_success() || status == StatusCode::CONFLICT,
+            "{method} {uri}: {status}"
         );
     }
     let documented = openapi["paths"].as_object().expect("paths").len();
@@ -110,6 +120,22 @@ async fn a_token_guards_every_route_but_healthz() {
         .insert_header(("Authorization", "Bearer tok"))
         .to_request();
     assert_eq!(call_service(&service, ok).await.status(), StatusCode::OK);
+    // The document served with a token documents the 401 of every route
+    // that can give it, and the bearer requirement.
+    let spec = TestRequest::get()
+        .uri("/api/openapi.json")
+        .insert_header(("Authorization", "Bearer tok"))
+        .to_request();
+    let served: Value = read_body_json(call_service(&service, spec).await).await;
+    assert_eq!(served["security"], json!([{ "bearer": [] }]));
+    for (method, path) in ROUTES {
+        let responses = &served["paths"][path][method.to_ascii_lowercase()]["responses"];
+        assert_eq!(
+            responses["401"].is_object(),
+            path != "/healthz",
+            "{method} {path}: 401 documented exactly where it can happen"
+        );
+    }
 }
 
 #[actix_rt::test]

@@ -21,6 +21,9 @@ pub const HISTORY_THREAD: &str = "taskyard-history";
 pub enum HistoryQuery {
     /// One job with its whole history; answered with `Found::Job`.
     Job(JobId),
+    /// Several jobs (at most `MAX_BULK_JOBS`), each with its whole
+    /// history; answered with `Found::Jobs` holding those the database has.
+    Jobs(Vec<JobId>),
     /// A page of jobs, newest first; answered with `Found::Jobs`.
     Page(PageFilter),
     /// The same page without payloads, results and older attempts;
@@ -95,6 +98,13 @@ impl Handler<ReadHistory> for History {
     fn handle(&mut self, m: ReadHistory, _: &mut SyncContext<Self>) -> Self::Result {
         match m.query {
             HistoryQuery::Job(id) => Ok(Found::Job(self.reader.job(id)?.map(Box::new))),
+            HistoryQuery::Jobs(ids) => {
+                let mut found = Vec::with_capacity(ids.len());
+                for id in ids {
+                    found.extend(self.reader.job(id)?);
+                }
+                Ok(Found::Jobs(found))
+            }
             HistoryQuery::Page(filter) => Ok(Found::Jobs(self.reader.page(&filter)?)),
             HistoryQuery::Summaries(filter) => {
                 Ok(Found::Summaries(self.reader.summaries(&filter)?))

@@ -42,6 +42,15 @@ pub struct ExpireJobs {
     pub limit: usize,
 }
 
+/// Coordinator → persistence: delete those of `ids` that are finished, in
+/// a transaction of their own; answered with the deleted jobs (durable), or
+/// `None` when rows of the next batch are staged and the deletion must wait.
+#[derive(Message)]
+#[rtype(result = "Result<Option<Vec<ExpiredJob>>, StoreError>")]
+pub struct DeleteJobs {
+    pub ids: Vec<crate::protocol::JobId>,
+}
+
 /// Where the coordinator sends its rows.
 #[derive(Clone)]
 pub struct PersistenceLink {
@@ -139,6 +148,17 @@ impl Handler<ExpireJobs> for Persistence {
             return Ok(None);
         }
         self.store.expire(m.cutoffs, m.limit)
+    }
+}
+
+impl Handler<DeleteJobs> for Persistence {
+    type Result = Result<Option<Vec<ExpiredJob>>, StoreError>;
+
+    fn handle(&mut self, m: DeleteJobs, _: &mut SyncContext<Self>) -> Self::Result {
+        if self.failed.is_some() {
+            return Ok(None);
+        }
+        self.store.delete_finished(&m.ids)
     }
 }
 

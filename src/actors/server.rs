@@ -247,6 +247,7 @@ pub(crate) fn start_term(
         Coordinator::new(state, clock, PersistenceLink::to(&persistence), log.clone())
             .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
             .with_expiry(persistence.clone().recipient(), expiry(config))
+            .with_deletion(persistence.clone().recipient())
             .with_epoch(links.epoch);
     if let Some(history) = links.history {
         coordinator = coordinator.with_history(history, retention(config));

@@ -3,11 +3,12 @@
 use crate::cli::output::{self, emit, warn};
 use crate::cli::spinner::Spinner;
 use crate::cli::time::format_millis;
-use crate::cli::{CliError, Context, Exit, ListArgs, RetryArgs, StatusArgs, SubmitArgs, WaitArgs};
+use crate::cli::{CliError, Context, Exit, ListArgs, StatusArgs, SubmitArgs, WaitArgs};
 use crate::client::{CancelOutcome, Client, WaitOutcome};
 use crate::protocol::payloads::{decode_value, encode_json};
 use crate::protocol::{
-    limits, JobId, JobState, JobView, SubmitAnswer, SubmitRequest, MAX_LIST_JOBS,
+    limits, IdPrefix, JobId, JobState, JobView, ListOrder, ListQuery, SubmitAnswer, SubmitRequest,
+    MAX_LIST_JOBS,
 };
 use std::time::Duration;
 
@@ -92,10 +93,9 @@ fn now_millis() -> i64 {
 
 /// `taskyard status ID`: an unknown id is exit 2.
 pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit, CliError> {
-    let job = ctx
-        .connect()?
-        .status(args.job_id)?
-        .ok_or(CliError::NoSuchJob(args.job_id))?;
+    let mut client = ctx.connect()?;
+    let job_id = client.resolve(&args.job_id)?;
+    let job = client.status(job_id)?.ok_or(CliError::NoSuchJob(job_id))?;
     emit_job(ctx, &job, output::job_details)?;
     if job.no_worker && !job.state.is_terminal() {
         warn(&output::no_worker_note(&job.task_type));
@@ -106,7 +106,8 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit, CliError> {
 /// `taskyard wait ID`: exit 0 SUCCEEDED, 1 FAILED or CANCELLED, 4 timed out.
 pub fn wait(ctx: &Context, args: WaitArgs) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
-    wait_and_report(ctx, &mut client, args.job_id, args.timeout_secs)
+    let job_id = client.resolve(&args.job_id)?;
+    wait_and_report(ctx, &mut client, job_id, args.timeout_secs)
 }
 
 /// `taskyard list`: newest first, with a count per state in the footer.
@@ -115,10 +116,22 @@ pub fn wait(ctx: &Context, args: WaitArgs) -> Result<Exit, CliError> {
 pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
     let limit = args.limit.min(MAX_LIST_JOBS);
-    let mut page = client.list_from(args.state, args.task_type.clone(), limit, args.cursor)?;
+    let query = |limit, cursor| ListQuery {
+        state: args.state,
+        task_type: args.task_type.clone(),
+        priority: args.priority,
+        id_prefix: args.search.clone(),
+        order: match args.oldest_first {
+            true => ListOrder::OldestFirst,
+            false => ListOrder::NewestFirst,
+        },
+        limit,
+        cursor,
+    };
+    let mut page = client.list_query(query(limit, args.cursor))?;
     while let Some(next) = page.next.filter(|_| page.jobs.len() < limit as usize) {
         let left = limit - page.jobs.len() as u32;
-        let more = client.list_from(args.state, args.task_type.clone(), left, Some(next))?;
+        let more = client.list_query(query(left, Some(next)))?;
         if more.jobs.is_empty() {
             break;
         }
@@ -135,8 +148,10 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, CliError> {
 }
 
 /// `taskyard cancel ID`: exit 1 when the job had already finished.
-pub fn cancel(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
-    match ctx.connect()?.cancel(job_id)? {
+pub fn cancel(ctx: &Context, job: &IdPrefix) -> Result<Exit, CliError> {
+    let mut client = ctx.connect()?;
+    let job_id = client.resolve(job)?;
+    match client.cancel(job_id)? {
         CancelOutcome::Cancelled(job) => {
             emit_job(ctx, &job, |j| format!("job {} CANCELLED", j.job_id))?;
             Ok(Exit::Success)
@@ -145,35 +160,12 @@ pub fn cancel(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
     }
 }
 
-/// `taskyard retry ID` or `taskyard retry --all-failed [--type T]`.
-pub fn retry(ctx: &Context, args: RetryArgs) -> Result<Exit, CliError> {
-    let mut client = ctx.connect()?;
-    let (requeued, refused) = match args.job_id {
-        Some(job_id) => match client.requeue(job_id)? {
-            Ok(()) => (vec![job_id], None),
-            Err(reason) => return Err(CliError::Rejected(reason)),
-        },
-        None => client.requeue_failed(args.task_type)?,
-    };
-    if ctx.json {
-        let value = serde_json::json!({ "requeued": requeued, "refused": refused });
-        emit(&output::json_text(&value))?;
-    } else {
-        let ids: Vec<String> = requeued.iter().map(JobId::to_string).collect();
-        let text = format!("requeued {} job(s)\n{}", ids.len(), ids.join("\n"));
-        emit(text.trim_end())?;
-    }
-    match refused {
-        Some(reason) => Err(CliError::Rejected(reason)),
-        None => Ok(Exit::Success),
-    }
-}
-
 /// `taskyard result ID`: the raw result bytes on stdout, nothing else, so
 /// it can be piped (with `--json`: `output::result_json`). Exit 1 when the
 /// job did not succeed.
-pub fn result(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
+pub fn result(ctx: &Context, job: &IdPrefix) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
+    let job_id = client.resolve(job)?;
     let job = client.status(job_id)?.ok_or(CliError::NoSuchJob(job_id))?;
     if job.state != JobState::Succeeded {
         return Err(CliError::NoResult {
@@ -194,8 +186,9 @@ pub fn result(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
 
 /// `taskyard payload ID`: the payload as one line of JSON (the raw bytes
 /// when they are not MessagePack); with `--json`, `output::payload_json`.
-pub fn payload(ctx: &Context, job_id: JobId) -> Result<Exit, CliError> {
+pub fn payload(ctx: &Context, job: &IdPrefix) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
+    let job_id = client.resolve(job)?;
     let job = client.status(job_id)?.ok_or(CliError::NoSuchJob(job_id))?;
     let payload = match job.payload_omitted {
         true => client.payload(job_id)?,

@@ -1,7 +1,7 @@
 //! Exit codes and the one error type every command returns.
 
 use crate::client::ClientError;
-use crate::protocol::{JobId, JobState};
+use crate::protocol::{IdPrefix, JobId, JobState};
 use std::process::ExitCode;
 use thiserror::Error;
 
@@ -67,6 +67,9 @@ pub enum CliError {
     Client(ClientError),
     #[error("job {0} not found (expired or never existed)")]
     NoSuchJob(JobId),
+    /// No job's id starts with the prefix given for a job id.
+    #[error("no job id starts with {0} (expired or never existed)")]
+    NoSuchPrefix(IdPrefix),
     #[error("submission rejected: {0}")]
     Rejected(String),
     #[error("timed out after {secs} s waiting for job {job_id}; it is still {state}")]
@@ -96,7 +99,7 @@ impl CliError {
     /// The exit code this error ends the process with.
     pub fn exit(&self) -> Exit {
         match self {
-            CliError::NoSuchJob(_) => Exit::NotFound,
+            CliError::NoSuchJob(_) | CliError::NoSuchPrefix(_) => Exit::NotFound,
             CliError::Client(_)
             | CliError::Output(_)
             | CliError::Setup(_)
@@ -113,6 +116,7 @@ impl From<ClientError> for CliError {
     fn from(e: ClientError) -> CliError {
         match e {
             ClientError::NotFound(job_id) => CliError::NoSuchJob(job_id),
+            ClientError::NoMatch(prefix) => CliError::NoSuchPrefix(prefix),
             other => CliError::Client(other),
         }
     }
@@ -146,6 +150,18 @@ mod tests {
             reason: "connection refused".into(),
         });
         assert_eq!(unreachable.exit(), Exit::Usage);
+    }
+
+    #[test]
+    fn a_prefix_nothing_matches_exits_5_and_an_ambiguous_one_2() {
+        let prefix = crate::protocol::IdPrefix::parse("0193abcd").expect("prefix");
+        let none = CliError::from(ClientError::NoMatch(prefix.clone()));
+        assert_eq!(none.exit(), Exit::NotFound);
+        let ambiguous = CliError::from(ClientError::Ambiguous {
+            prefix,
+            candidates: vec![JobId::mint(), JobId::mint()],
+        });
+        assert_eq!(ambiguous.exit(), Exit::Usage);
     }
 
     #[test]

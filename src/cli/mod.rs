@@ -11,16 +11,18 @@ pub mod commands;
 pub mod completions;
 pub mod dev;
 pub mod exit;
+pub mod job_admin;
 pub mod man;
 pub mod output;
 pub mod parse;
 pub mod spinner;
 pub mod time;
+pub mod top;
 
 pub use exit::{CliError, Exit, EXIT_CODES, EXIT_CODES_HELP};
 
 use crate::client::{Client, ClientError, ClientOptions};
-use crate::protocol::{limits, JobId, JobState, PageCursor, Priority};
+use crate::protocol::{limits, IdPrefix, JobState, PageCursor, Priority};
 use crate::security::Secret;
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
@@ -70,6 +72,11 @@ pub enum Command {
     Cancel(JobArg),
     /// Put FAILED or CANCELLED jobs back in the queue with a fresh attempt budget.
     Retry(RetryArgs),
+    /// Delete finished jobs (with their attempts) from the database.
+    Delete(DeleteArgs),
+    /// Show the ready queues (depth, age, latency) and each task type's
+    /// delayed, retrying and running jobs and the workers that run it.
+    Queues,
     /// Write a SUCCEEDED job's raw result bytes to stdout (read in chunks,
     /// so a result of any accepted size arrives whole).
     Result(JobArg),
@@ -87,6 +94,8 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the manual page taskyard(1), or write one page per command.
     Man(man::ManArgs),
+    /// A live view of job counts, queues and workers, redrawn until Ctrl-C.
+    Top(top::TopArgs),
 }
 
 impl Command {
@@ -96,6 +105,9 @@ impl Command {
         match self {
             Command::Completions(_) => Some("`completions` prints a shell script"),
             Command::Man(_) => Some("`man` prints a manual page in roff"),
+            Command::Top(_) => Some(
+                "`top` is a view for people; `queues --json` and `workers --json` give its numbers",
+            ),
             _ => None,
         }
     }
@@ -103,23 +115,57 @@ impl Command {
 
 #[derive(Debug, Args)]
 pub struct JobArg {
-    /// The job id printed by `submit`.
-    #[arg(value_name = "ID")]
-    pub job_id: JobId,
+    /// The job id printed by `submit`, or a prefix of it only one job's id
+    /// starts with (at least 4 hex digits).
+    #[arg(value_name = "ID", value_parser = IdPrefix::parse_to_resolve)]
+    pub job_id: IdPrefix,
 }
 
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("which").required(true).args(["job_id", "all_failed"]))]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["job_ids", "all_failed", "all_cancelled"]))]
 pub struct RetryArgs {
-    /// The job to retry.
-    #[arg(value_name = "ID")]
-    pub job_id: Option<JobId>,
+    /// The jobs to retry (ids or unique prefixes).
+    #[arg(value_name = "ID", value_parser = IdPrefix::parse_to_resolve)]
+    pub job_ids: Vec<IdPrefix>,
     /// Retry every FAILED job (the dead set), oldest first.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "all_cancelled")]
     pub all_failed: bool,
-    /// With --all-failed: only jobs of this task type.
-    #[arg(long = "type", value_name = "TYPE", requires = "all_failed")]
+    /// Retry every CANCELLED job, oldest first.
+    #[arg(long)]
+    pub all_cancelled: bool,
+    /// With --all-failed or --all-cancelled: only jobs of this task type.
+    #[arg(long = "type", value_name = "TYPE")]
     pub task_type: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true)
+    .args(["job_ids", "finished", "all_failed", "all_succeeded", "all_cancelled"]))]
+pub struct DeleteArgs {
+    /// The finished jobs to delete (ids or unique prefixes).
+    #[arg(value_name = "ID", value_parser = IdPrefix::parse_to_resolve)]
+    pub job_ids: Vec<IdPrefix>,
+    /// Delete every finished job (SUCCEEDED, FAILED and CANCELLED).
+    #[arg(long, conflicts_with_all = ["all_failed", "all_succeeded", "all_cancelled"])]
+    pub finished: bool,
+    /// Delete every FAILED job.
+    #[arg(long, conflicts_with_all = ["all_succeeded", "all_cancelled"])]
+    pub all_failed: bool,
+    /// Delete every SUCCEEDED job.
+    #[arg(long, conflicts_with = "all_cancelled")]
+    pub all_succeeded: bool,
+    /// Delete every CANCELLED job.
+    #[arg(long)]
+    pub all_cancelled: bool,
+    /// With a filter: only jobs of this task type.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub task_type: Option<String>,
+    /// With a filter: only jobs that finished at least this long ago (30s, 5m, 2h, 7d).
+    #[arg(long, value_name = "DURATION", value_parser = time::parse_duration)]
+    pub older_than: Option<u64>,
+    /// With a filter: really delete (without it, nothing is deleted).
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -164,16 +210,17 @@ pub struct SubmitArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The job id printed by `submit`.
-    #[arg(value_name = "ID")]
-    pub job_id: JobId,
+    /// The job id printed by `submit`, or a prefix of it only one job's id
+    /// starts with (at least 4 hex digits).
+    #[arg(value_name = "ID", value_parser = IdPrefix::parse_to_resolve)]
+    pub job_id: IdPrefix,
 }
 
 #[derive(Debug, Args)]
 pub struct WaitArgs {
-    /// The job id printed by `submit`.
-    #[arg(value_name = "ID")]
-    pub job_id: JobId,
+    /// The job id printed by `submit`, or a unique prefix of it.
+    #[arg(value_name = "ID", value_parser = IdPrefix::parse_to_resolve)]
+    pub job_id: IdPrefix,
     /// Give up (exit 4) after this many seconds.
     #[arg(long, value_name = "S", default_value_t = 60, value_parser = limits::WAIT_SECS.parser())]
     pub timeout_secs: u64,
@@ -194,6 +241,15 @@ pub struct ListArgs {
     /// printed after `more:` (or an HTTP `next_cursor`).
     #[arg(long, value_name = "CURSOR")]
     pub cursor: Option<PageCursor>,
+    /// Only jobs of this base priority: high, normal or low.
+    #[arg(long)]
+    pub priority: Option<Priority>,
+    /// Only jobs whose id starts with this (hex digits, dashes optional).
+    #[arg(long, value_name = "ID_PREFIX", value_parser = IdPrefix::parse)]
+    pub search: Option<IdPrefix>,
+    /// Oldest submission first (default: newest first).
+    #[arg(long)]
+    pub oldest_first: bool,
 }
 
 /// What every command needs from the global flags.
@@ -275,15 +331,18 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Wait(args) => commands::wait(ctx, args),
         Command::List(args) => commands::list(ctx, args),
         Command::Workers => commands::workers(ctx),
-        Command::Cancel(args) => commands::cancel(ctx, args.job_id),
-        Command::Retry(args) => commands::retry(ctx, args),
-        Command::Result(args) => commands::result(ctx, args.job_id),
-        Command::Payload(args) => commands::payload(ctx, args.job_id),
+        Command::Cancel(args) => commands::cancel(ctx, &args.job_id),
+        Command::Retry(args) => job_admin::retry(ctx, args),
+        Command::Delete(args) => job_admin::delete(ctx, args),
+        Command::Queues => job_admin::queues(ctx),
+        Command::Result(args) => commands::result(ctx, &args.job_id),
+        Command::Payload(args) => commands::payload(ctx, &args.job_id),
         Command::Dev(args) => dev::run(ctx, args),
         Command::Bench(args) => bench::run(ctx, args),
         Command::Cluster(args) => cluster::cluster(ctx, args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),
+        Command::Top(args) => top::run(ctx, args),
     }
 }
 
@@ -300,6 +359,7 @@ fn parse_json(text: &str) -> Result<serde_json::Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::JobId;
     use clap::CommandFactory;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
@@ -408,6 +468,9 @@ mod tests {
                 limit: 50,
                 task_type: None,
                 cursor: None,
+                priority: None,
+                search: None,
+                oldest_first: false,
             })
         ));
         let err = parse(&["list", "--state", "done"]).expect_err("unknown state");
@@ -423,6 +486,62 @@ mod tests {
         let err = parse(&["status", "not-a-uuid"]).expect_err("bad id");
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("<ID>"), "{err}");
+    }
+
+    #[test]
+    fn job_ids_take_unique_prefixes_of_at_least_four_digits() {
+        let cli = parse(&["status", "0193AB12"]).expect("a prefix");
+        let Command::Status(StatusArgs { job_id }) = cli.command else {
+            panic!("not status");
+        };
+        assert_eq!(job_id.as_str(), "0193ab12");
+        let err = parse(&["cancel", "019"]).expect_err("too short");
+        assert!(err.to_string().contains("at least 4"), "{err}");
+        let cli = parse(&["retry", "0193ab", "0193cd"]).expect("several");
+        assert!(
+            matches!(cli.command, Command::Retry(RetryArgs { ref job_ids, .. }) if job_ids.len() == 2)
+        );
+        assert!(parse(&["retry"]).is_err(), "retry needs ids or a filter");
+        assert!(parse(&["retry", "--all-failed", "--all-cancelled"]).is_err());
+    }
+
+    #[test]
+    fn delete_takes_ids_or_one_filter() {
+        let cli = parse(&[
+            "delete",
+            "--all-failed",
+            "--type",
+            "echo",
+            "--older-than",
+            "7d",
+            "--yes",
+        ])
+        .expect("a filter");
+        let Command::Delete(args) = cli.command else {
+            panic!("not delete");
+        };
+        assert!(args.all_failed && args.yes);
+        assert_eq!(args.older_than, Some(7 * 24 * 3600 * 1000));
+        assert!(parse(&["delete"]).is_err(), "delete needs ids or a filter");
+        assert!(parse(&["delete", "--finished", "--all-failed"]).is_err());
+        let cli = parse(&[
+            "list",
+            "--priority",
+            "high",
+            "--search",
+            "0193-ab",
+            "--oldest-first",
+        ])
+        .expect("list filters");
+        assert!(matches!(
+            cli.command,
+            Command::List(ListArgs {
+                priority: Some(Priority::High),
+                search: Some(_),
+                oldest_first: true,
+                ..
+            })
+        ));
     }
 
     #[test]

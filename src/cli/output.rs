@@ -1,10 +1,11 @@
 //! Rendering: every function here turns answers into text (human) or a JSON
 //! value (`--json`) and does no I/O, except `emit` and `warn` which write it.
 //!
-//! JSON shape of a job (`job_json`): the `JobView` fields under their wire
-//! names, times as unix milliseconds, `payload` as the decoded JSON value,
-//! `result` as a string when it is UTF-8, and `result_hex` (lowercase hex)
-//! when it is not. `payload_hex` likewise when the payload is not decodable.
+//! The JSON shape of a job and of a page is the one the HTTP API has
+//! (`protocol::job_json`): the `JobView` fields under their wire names,
+//! times as unix milliseconds, `payload` as the decoded JSON value, `result`
+//! as a string when it is UTF-8, and `result_hex` (lowercase hex) when it is
+//! not. `payload_hex` likewise when the payload is not decodable.
 //! `payload_bytes` and `result_bytes` give the sizes; `payload_omitted`,
 //! `result_omitted` and `history_omitted` say what the coordinator left out
 //! to fit one frame (an omitted payload is `null`, with no `payload_hex`).
@@ -12,6 +13,7 @@
 use crate::cli::exit::CliError;
 use crate::cli::time::format_millis;
 use crate::http::dto::{free_capacity, ApiWorker};
+use crate::protocol::job_json::{hex, JobJson, JobPageJson};
 use crate::protocol::payloads::decode_value;
 use crate::protocol::{
     Attempt, JobId, JobList, JobState, JobSummary, JobView, Priority, Progress, WorkerView,
@@ -64,47 +66,9 @@ pub fn submitted(job_id: JobId, no_worker: bool, as_json: bool) -> String {
     }
 }
 
-/// A job as JSON (shape in the module docs).
+/// A job as JSON: the shape shared with the HTTP API (`protocol::job_json`).
 pub fn job_json(job: &JobView) -> Value {
-    let (payload, payload_hex) = match decode_value(&job.payload) {
-        _ if job.payload_omitted => (Value::Null, None),
-        Ok(value) => (value, None),
-        Err(_) => (Value::Null, Some(hex(&job.payload))),
-    };
-    let (result, result_hex) = match job.result.as_deref().map(std::str::from_utf8) {
-        None => (None, None),
-        Some(Ok(text)) => (Some(text), None),
-        Some(Err(_)) => (None, job.result.as_deref().map(hex)),
-    };
-    json!({
-        "job_id": job.job_id,
-        "task_type": job.task_type,
-        "state": job.state,
-        "priority": job.priority,
-        "effective_level": job.effective_level,
-        "sequence": job.sequence,
-        "attempts": job.attempts,
-        "max_attempts": job.max_attempts,
-        "timeout_ms": job.timeout_ms,
-        "submitted_at": job.submitted_at,
-        "updated_at": job.updated_at,
-        "worker_id": job.worker_id,
-        "lease": job.lease,
-        "payload": payload,
-        "payload_hex": payload_hex,
-        "result": result,
-        "result_hex": result_hex,
-        "error": job.error,
-        "next_retry_at": job.next_retry_at,
-        "no_worker": job.no_worker,
-        "history": job.history,
-        "progress": job.progress,
-        "payload_bytes": job.payload_bytes,
-        "payload_omitted": job.payload_omitted,
-        "result_bytes": job.result_bytes,
-        "result_omitted": job.result_omitted,
-        "history_omitted": job.history_omitted,
-    })
+    JobJson::of(job).value()
 }
 
 /// `result --json`: `{"job_id", "result", "result_hex", "result_bytes"}`,
@@ -234,21 +198,11 @@ pub fn progress_text(progress: &Progress) -> String {
         .to_string()
 }
 
-/// `list --json`: the job summaries (`JobSummary` under its wire names),
-/// the count per state and the cursor of the next page (`null`: none).
+/// `list --json`: the page in the shape shared with the HTTP API
+/// (`protocol::job_json::JobPageJson`): summaries, every state's count,
+/// the cursor of the next page (`null`: none).
 pub fn list_json(page: &JobList) -> Value {
-    let jobs: Vec<Value> = page
-        .jobs
-        .iter()
-        .map(|j| serde_json::to_value(j).unwrap_or_default())
-        .collect();
-    let counts: serde_json::Map<String, Value> = page
-        .counts
-        .iter()
-        .map(|c| (c.state.to_string(), c.count.into()))
-        .collect();
-    let next = page.next.map(|c| c.to_string());
-    json!({ "jobs": jobs, "counts": counts, "next_cursor": next })
+    JobPageJson::of(page).value()
 }
 
 /// `list`: the table, then one footer line with the count per state, and
@@ -455,13 +409,6 @@ pub fn result_text(result: &[u8]) -> String {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,7 +460,7 @@ mod tests {
         assert_eq!(value["lease"], Value::Null);
         assert_eq!(value["updated_at"], json!(1_700_000_000_123_i64));
         assert_eq!(value["effective_level"], json!(2));
-        assert_eq!(value.as_object().map(|o| o.len()), Some(27));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(28));
     }
 
     #[test]

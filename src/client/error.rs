@@ -1,6 +1,6 @@
 //! Everything that can go wrong between the client and the coordinator.
 
-use crate::protocol::{JobId, ProtocolError};
+use crate::protocol::{IdPrefix, JobId, ProtocolError};
 use std::io;
 use std::time::Duration;
 use thiserror::Error;
@@ -71,6 +71,19 @@ pub enum ClientError {
     /// `Client::status` answers `None` instead).
     #[error("job {0} not found (expired or never existed)")]
     NotFound(JobId),
+    /// No job's id starts with this prefix (`Client::resolve`).
+    #[error("no job id starts with {0} (expired or never existed)")]
+    NoMatch(IdPrefix),
+    /// More than one job's id starts with this prefix; some of them.
+    #[error("job id prefix {prefix} is ambiguous: it starts {}{}; give more digits", candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "), if candidates.len() >= crate::protocol::id_prefix::MAX_CANDIDATES { ", ..." } else { "" })]
+    Ambiguous {
+        prefix: IdPrefix,
+        candidates: Vec<JobId>,
+    },
+    /// The coordinator refused the request as asking for something no job
+    /// can be (too many ids, a state that is not finished); nothing was done.
+    #[error("request refused: {0}")]
+    Invalid(String),
 }
 
 impl ClientError {

@@ -28,6 +28,7 @@
 //! # Ok::<(), taskyard::client::ClientError>(())
 //! ```
 
+mod admin;
 pub(crate) mod connection;
 mod error;
 
@@ -398,11 +399,20 @@ impl Client {
         &mut self,
         task_type: Option<String>,
     ) -> Result<(Vec<JobId>, Option<String>), ClientError> {
+        self.requeue_finished(JobState::Failed, task_type)
+    }
+
+    /// `requeue_failed` of the jobs in `state`: FAILED, or CANCELLED.
+    pub fn requeue_finished(
+        &mut self,
+        state: JobState,
+        task_type: Option<String>,
+    ) -> Result<(Vec<JobId>, Option<String>), ClientError> {
         let failed_at_start = self
-            .list_page(Some(JobState::Failed), task_type.clone(), 0)?
+            .list_page(Some(state), task_type.clone(), 0)?
             .counts
             .iter()
-            .find(|c| c.state == JobState::Failed)
+            .find(|c| c.state == state)
             .map_or(0, |c| c.count);
         // Jobs that fail again after their requeue are left alone: they
         // finished after this (by this machine's clock).
@@ -416,6 +426,7 @@ impl Client {
             let request = ClientRequest::RequeueFailed {
                 task_type: task_type.clone(),
                 failed_before: Some(failed_before),
+                state: Some(state),
             };
             let (job_ids, refused) = match self.request(request)? {
                 ClientResponse::Requeued { job_ids, refused } => (job_ids, refused),
@@ -792,6 +803,12 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::Chunk(_) => "Chunk",
         ClientResponse::ChunkRefused { .. } => "ChunkRefused",
         ClientResponse::AnswerTooLarge { .. } => "AnswerTooLarge",
+        ClientResponse::Resolved { .. } => "Resolved",
+        ClientResponse::NoMatch { .. } => "NoMatch",
+        ClientResponse::Ambiguous { .. } => "Ambiguous",
+        ClientResponse::Invalid { .. } => "Invalid",
+        ClientResponse::Bulk(_) => "Bulk",
+        ClientResponse::Queues(_) => "Queues",
     };
     ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
 }

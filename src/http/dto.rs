@@ -1,86 +1,13 @@
-//! The JSON shapes of the HTTP API and their conversions from the
-//! coordinator's views. Payloads and results travel as MessagePack inside
-//! taskyard; here they are JSON values.
+//! The JSON shapes of the HTTP API besides the job's (which is shared with
+//! the CLI: `protocol::job_json`): submissions, workers, stats.
 
+use crate::protocol::job_json::counts_object;
 use crate::protocol::limits::{self, OutOfRange};
-use crate::protocol::payloads::{decode_value, encode_json};
-use crate::protocol::{
-    Attempt, JobId, JobState, JobView, Priority, Progress, SubmitRequest, WorkerId, WorkerView,
-};
+use crate::protocol::payloads::encode_json;
+use crate::protocol::{Priority, SubmitRequest, WorkerId, WorkerView};
 use crate::scheduler::StatsSnapshot;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-
-/// One job. `history` is present on the single-job endpoints only.
-#[derive(Debug, Serialize)]
-pub struct ApiJob {
-    pub job_id: JobId,
-    pub task_type: String,
-    pub state: JobState,
-    pub priority: Priority,
-    pub effective_level: u8,
-    pub sequence: u64,
-    pub attempts: u32,
-    pub max_attempts: u32,
-    pub timeout_ms: u64,
-    pub submitted_at: i64,
-    pub updated_at: i64,
-    pub worker_id: Option<WorkerId>,
-    pub payload: Value,
-    pub result: Value,
-    pub error: Option<String>,
-    pub next_retry_at: Option<i64>,
-    pub not_before: Option<i64>,
-    pub no_worker: bool,
-    pub progress: Option<Progress>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub history: Option<Vec<Attempt>>,
-}
-
-impl ApiJob {
-    pub fn from_view(view: JobView, with_history: bool) -> Self {
-        ApiJob {
-            payload: decode_value(&view.payload).unwrap_or(Value::Null),
-            result: view.result.as_deref().map_or(Value::Null, bytes_as_json),
-            history: with_history.then_some(view.history),
-            job_id: view.job_id,
-            task_type: view.task_type,
-            state: view.state,
-            priority: view.priority,
-            effective_level: view.effective_level,
-            sequence: view.sequence,
-            attempts: view.attempts,
-            max_attempts: view.max_attempts,
-            timeout_ms: view.timeout_ms,
-            submitted_at: view.submitted_at,
-            updated_at: view.updated_at,
-            worker_id: view.worker_id,
-            error: view.error,
-            next_retry_at: view.next_retry_at,
-            not_before: view.not_before,
-            no_worker: view.no_worker,
-            progress: view.progress,
-        }
-    }
-}
-
-/// Results are bytes a task chose: text when they are UTF-8 (as the CLI
-/// prints them), else their MessagePack decoding, else lossy text.
-fn bytes_as_json(bytes: &[u8]) -> Value {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Value::String(text.to_string()),
-        Err(_) => decode_value(bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned())),
-    }
-}
-
-/// `GET /api/jobs`: one page, the cursor for the next, counts per state.
-#[derive(Debug, Serialize)]
-pub struct ApiJobPage {
-    pub jobs: Vec<ApiJob>,
-    pub next_cursor: Option<String>,
-    pub counts: Map<String, Value>,
-}
 
 /// `POST /api/jobs` body; the same fields, limits and defaults as a TCP
 /// submission. The numbers are read as any JSON value and checked against
@@ -158,20 +85,6 @@ impl ApiWorker {
             draining: w.draining,
         }
     }
-}
-
-/// Counts as a JSON object keyed by state name, zeros included.
-pub fn counts_object(counts: &[crate::protocol::StateCount]) -> Map<String, Value> {
-    JobState::ALL
-        .into_iter()
-        .map(|state| {
-            let n = counts
-                .iter()
-                .find(|c| c.state == state)
-                .map_or(0, |c| c.count);
-            (state.to_string(), json!(n))
-        })
-        .collect()
 }
 
 /// `GET /api/stats`.

@@ -2,7 +2,7 @@
 //! and a status code chosen here, so handlers only say what went wrong.
 
 use crate::http::bridge::BridgeError;
-use crate::protocol::LeaderAddresses;
+use crate::protocol::{IdPrefix, JobId, LeaderAddresses};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
@@ -17,6 +17,10 @@ pub struct ApiError {
     pub message: String,
     /// Who leads instead, when this process is a standby (`not_leader`).
     pub leader: Option<Box<LeaderAddresses>>,
+    /// Jobs an ambiguous id prefix names (`ambiguous_id`), newest first.
+    pub candidates: Option<Vec<JobId>>,
+    /// The methods the path serves (`method_not_allowed`), for `Allow`.
+    pub allow: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -25,6 +29,8 @@ struct Body<'a> {
     code: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     leader: Option<&'a LeaderAddresses>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    candidates: Option<&'a [JobId]>,
 }
 
 impl ApiError {
@@ -34,7 +40,31 @@ impl ApiError {
             code,
             message: message.into(),
             leader: None,
+            candidates: None,
+            allow: None,
         }
+    }
+
+    /// 409 `ambiguous_id`: more than one job's id starts with `prefix`.
+    pub fn ambiguous(prefix: &IdPrefix, candidates: Vec<JobId>) -> Self {
+        let mut error = ApiError::new(
+            StatusCode::CONFLICT,
+            "ambiguous_id",
+            format!("job id prefix {prefix} names more than one job; give more digits"),
+        );
+        error.candidates = Some(candidates);
+        error
+    }
+
+    /// 405 `method_not_allowed`, with the `Allow` header listing `allow`.
+    pub fn method_not_allowed(method: &str, path: &str, allow: String) -> Self {
+        let mut error = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{path} does not serve {method}; it serves {allow}"),
+        );
+        error.allow = Some(allow);
+        error
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -91,10 +121,15 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status).json(Body {
+        let mut response = HttpResponse::build(self.status);
+        if let Some(allow) = &self.allow {
+            response.insert_header((actix_web::http::header::ALLOW, allow.as_str()));
+        }
+        response.json(Body {
             error: &self.message,
             code: self.code,
             leader: self.leader.as_deref(),
+            candidates: self.candidates.as_deref(),
         })
     }
 }

@@ -14,6 +14,7 @@ pub mod dto;
 pub mod error;
 pub mod exposition;
 pub mod health;
+pub mod job_actions;
 pub mod metrics;
 pub mod metrics_by_task_type;
 pub mod process_metrics;

@@ -6,7 +6,7 @@ use crate::http::auth::{require_token, AuthToken};
 use crate::http::authority::Authority;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::browser_rules::{self, ListenerHosts};
-use crate::http::{api, dashboard, health, metrics};
+use crate::http::{api, dashboard, health, job_actions, metrics};
 use crate::security::Secret;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServiceFactory, ServiceRequest, ServiceResponse};
@@ -16,7 +16,7 @@ use std::net::TcpListener;
 
 /// (method, path) of every route `routes` registers; tests check each is
 /// served and described in the OpenAPI document.
-pub const ROUTES: [(&str, &str); 15] = [
+pub const ROUTES: [(&str, &str); 20] = [
     ("GET", "/"),
     ("GET", "/dashboard.css"),
     ("GET", "/dashboard.js"),
@@ -27,31 +27,100 @@ pub const ROUTES: [(&str, &str); 15] = [
     ("GET", "/api/openapi.json"),
     ("GET", "/api/jobs"),
     ("POST", "/api/jobs"),
+    ("POST", "/api/jobs/retry"),
+    ("POST", "/api/jobs/delete"),
     ("GET", "/api/jobs/{id}"),
+    ("DELETE", "/api/jobs/{id}"),
     ("POST", "/api/jobs/{id}/cancel"),
+    ("POST", "/api/jobs/{id}/retry"),
     ("GET", "/api/workers"),
     ("GET", "/api/stats"),
+    ("GET", "/api/queues"),
     ("GET", "/api/cluster"),
 ];
 
+/// True when a route serves `method` at `path` (a request path; `{id}`
+/// in a route matches any one segment).
+pub fn serves(method: &str, path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    ROUTES.iter().any(|(m, route)| {
+        let pattern: Vec<&str> = route.split('/').collect();
+        *m == method
+            && pattern.len() == segments.len()
+            && pattern
+                .iter()
+                .zip(&segments)
+                .all(|(p, s)| p == s || (p.starts_with('{') && !s.is_empty()))
+    })
+}
+
+/// The methods `path` serves, as an `Allow` header lists them.
+pub fn allowed_methods(path: &str) -> String {
+    let mut methods: Vec<&str> = ROUTES
+        .iter()
+        .filter(|(_, p)| *p == path)
+        .map(|(m, _)| *m)
+        .collect();
+    methods.dedup();
+    methods.join(", ")
+}
+
+/// A path whose other methods are answered 405 with `Allow`.
+fn resource(path: &'static str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(api::method_not_allowed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serves_matches_routes_with_their_id_segment() {
+        assert!(serves("POST", "/api/jobs"));
+        assert!(serves("POST", "/api/jobs/0193ab/cancel"));
+        assert!(serves("DELETE", "/api/jobs/0193ab"));
+        assert!(!serves("POST", "/api/jobs/0193ab"));
+        assert!(!serves("POST", "/api/queues"));
+        assert!(!serves("GET", "/api/jobs//cancel"));
+        assert_eq!(allowed_methods("/api/jobs/{id}"), "GET, DELETE");
+        assert!(serves("HEAD", "/metrics"));
+        assert_eq!(allowed_methods("/metrics"), "GET, HEAD");
+    }
+}
+
 /// Every route, for `App::configure`. The OpenAPI document lists the same
-/// paths (a test checks it).
+/// paths (a test checks it). `/api/jobs/retry` and `/api/jobs/delete` come
+/// before `/api/jobs/{id}`, so they are never taken for an id.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/", web::get().to(dashboard::index))
-        .route("/dashboard.css", web::get().to(dashboard::css))
-        .route("/dashboard.js", web::get().to(dashboard::js))
-        .route("/healthz", web::get().to(health::healthz))
-        .route("/readyz", web::get().to(health::readyz))
-        .route("/metrics", web::get().to(metrics::metrics))
-        .route("/metrics", web::head().to(metrics::metrics))
-        .route("/api/openapi.json", web::get().to(api::openapi))
-        .route("/api/jobs", web::get().to(api::list_jobs))
-        .route("/api/jobs", web::post().to(api::submit_job))
-        .route("/api/jobs/{id}", web::get().to(api::get_job))
-        .route("/api/jobs/{id}/cancel", web::post().to(api::cancel_job))
-        .route("/api/workers", web::get().to(api::list_workers))
-        .route("/api/stats", web::get().to(api::stats))
-        .route("/api/cluster", web::get().to(api::cluster));
+    cfg.service(resource("/").route(web::get().to(dashboard::index)))
+        .service(resource("/dashboard.css").route(web::get().to(dashboard::css)))
+        .service(resource("/dashboard.js").route(web::get().to(dashboard::js)))
+        .service(resource("/healthz").route(web::get().to(health::healthz)))
+        .service(resource("/readyz").route(web::get().to(health::readyz)))
+        .service(
+            resource("/metrics")
+                .route(web::get().to(metrics::metrics))
+                .route(web::head().to(metrics::metrics)),
+        )
+        .service(resource("/api/openapi.json").route(web::get().to(api::openapi)))
+        .service(
+            resource("/api/jobs")
+                .route(web::get().to(api::list_jobs))
+                .route(web::post().to(api::submit_job)),
+        )
+        .service(resource("/api/jobs/retry").route(web::post().to(job_actions::retry_jobs)))
+        .service(resource("/api/jobs/delete").route(web::post().to(job_actions::delete_jobs)))
+        .service(
+            resource("/api/jobs/{id}")
+                .route(web::get().to(api::get_job))
+                .route(web::delete().to(job_actions::delete_job)),
+        )
+        .service(resource("/api/jobs/{id}/cancel").route(web::post().to(api::cancel_job)))
+        .service(resource("/api/jobs/{id}/retry").route(web::post().to(job_actions::retry_job)))
+        .service(resource("/api/workers").route(web::get().to(api::list_workers)))
+        .service(resource("/api/stats").route(web::get().to(api::stats)))
+        .service(resource("/api/queues").route(web::get().to(job_actions::queues)))
+        .service(resource("/api/cluster").route(web::get().to(api::cluster)));
 }
 
 /// The application: routes behind the browser rules (`browser_rules`, for
@@ -72,6 +141,7 @@ pub fn app(
 > {
     App::new()
         .app_data(web::Data::new(link))
+        .app_data(web::Data::new(api::OpenApiDoc::served(token.is_some())))
         .app_data(web::Data::new(AuthToken(token)))
         .app_data(web::Data::new(hosts))
         .app_data(

@@ -355,7 +355,32 @@ mod tests {
             ClientRequest::RequeueFailed {
                 task_type: Some("echo".into()),
                 failed_before: Some(1_700_000_000_000),
+                state: Some(JobState::Cancelled),
             },
+            ClientRequest::ListJobs(ListQuery {
+                state: Some(JobState::Failed),
+                task_type: Some("echo".into()),
+                priority: Some(Priority::High),
+                id_prefix: Some(IdPrefix::parse("0193ab").expect("prefix")),
+                order: ListOrder::OldestFirst,
+                limit: 7,
+                cursor: None,
+            }),
+            ClientRequest::Resolve {
+                prefix: IdPrefix::parse("0193-ab").expect("prefix"),
+            },
+            ClientRequest::RequeueJobs {
+                job_ids: vec![JobId::mint()],
+            },
+            ClientRequest::Delete {
+                job_ids: vec![JobId::mint(), JobId::mint()],
+            },
+            ClientRequest::DeleteFinished {
+                state: Some(JobState::Succeeded),
+                task_type: None,
+                finished_before: Some(5),
+            },
+            ClientRequest::Queues,
         ];
         round_trip(ClientMessage::Hello(Hello {
             protocol_version: PROTOCOL_VERSION,
@@ -401,6 +426,28 @@ mod tests {
                 reason: "offset 11 is past the end".into(),
             },
             ClientResponse::AnswerTooLarge { size: 9, max: 8 },
+            ClientResponse::Resolved {
+                job_id: JobId::mint(),
+            },
+            ClientResponse::NoMatch {
+                prefix: IdPrefix::parse("abcd").expect("prefix"),
+            },
+            ClientResponse::Ambiguous {
+                prefix: IdPrefix::parse("abcd").expect("prefix"),
+                candidates: vec![JobId::mint(), JobId::mint()],
+            },
+            ClientResponse::Invalid {
+                reason: "too many".into(),
+            },
+            ClientResponse::Bulk(BulkAnswer {
+                done: vec![JobId::mint()],
+                refused: vec![Refusal {
+                    job_id: JobId::mint(),
+                    reason: "job is RUNNING".into(),
+                }],
+                more: true,
+            }),
+            ClientResponse::Queues(QueueStats::default()),
             ClientResponse::CancelRefused {
                 job_id,
                 state: JobState::Succeeded,

@@ -6,10 +6,12 @@
 use crate::protocol::byte_fields;
 use crate::protocol::cursor::PageCursor;
 use crate::protocol::hello::Hello;
+use crate::protocol::id_prefix::IdPrefix;
 use crate::protocol::ids::{JobId, LeaseId, WorkerId};
 use crate::protocol::job_state::JobState;
 use crate::protocol::leader::LeaderAddresses;
 use crate::protocol::priority::Priority;
+use crate::protocol::queue_stats::QueueStats;
 use crate::protocol::views::{ByteChunk, ByteField, JobList, JobView, WorkerView};
 use serde::{Deserialize, Serialize};
 
@@ -198,6 +200,56 @@ pub use crate::protocol::limits::MAX_LIST_JOBS;
 /// read back whole (payload, result, attempts) to be requeued.
 pub const MAX_REQUEUE_JOBS: usize = 100;
 
+/// The most ids one `RequeueJobs` or `Delete` names, and the most jobs one
+/// `DeleteFinished` deletes; a larger request is answered `Overloaded`.
+pub const MAX_BULK_JOBS: usize = 100;
+
+/// Which end of the submission order a `List` starts from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListOrder {
+    /// Newest submission first (the default).
+    #[default]
+    NewestFirst,
+    /// Oldest submission first; a cursor then resumes after the job it
+    /// names towards newer ones.
+    OldestFirst,
+}
+
+/// What a `ListJobs` asks for. `priority` keeps jobs of that base
+/// priority and `id_prefix` jobs whose id starts with it; neither changes
+/// the counts, which are those of the task type (of every job without one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ListQuery {
+    pub state: Option<JobState>,
+    pub task_type: Option<String>,
+    pub priority: Option<Priority>,
+    pub id_prefix: Option<IdPrefix>,
+    pub order: ListOrder,
+    /// At most `MAX_LIST_JOBS`, whatever this asks.
+    pub limit: u32,
+    /// The `next` of a previous page in the same order.
+    pub cursor: Option<PageCursor>,
+}
+
+/// One job a bulk request did not act on, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub job_id: JobId,
+    pub reason: String,
+}
+
+/// What a bulk retry or delete did: `done` the jobs it acted on, `refused`
+/// the named jobs it did not; `more` is true when a filter form stopped at
+/// its bound and may have left matching jobs (send it again).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkAnswer {
+    pub done: Vec<JobId>,
+    pub refused: Vec<Refusal>,
+    pub more: bool,
+}
+
 /// Requests a client may send after `Hello`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest {
@@ -219,6 +271,13 @@ pub enum ClientRequest {
         task_type: Option<String>,
         #[serde(default)]
         cursor: Option<PageCursor>,
+    },
+    /// `List` with every filter and order (`ListQuery`); answered `Jobs`.
+    ListJobs(ListQuery),
+    /// The one job whose id starts with `prefix`: answered `Resolved`,
+    /// `NoMatch`, or `Ambiguous` listing up to `MAX_CANDIDATES` of them.
+    Resolve {
+        prefix: IdPrefix,
     },
     /// Up to `max_bytes` of a job's payload or result from `offset`;
     /// answered with `Chunk`, or `ChunkRefused` (no such bytes, or an
@@ -247,12 +306,41 @@ pub enum ClientRequest {
     /// `MAX_REQUEUE_JOBS` of them; fewer requeued means none are left.
     /// Repeated with the same `failed_before`, it never picks a job that
     /// failed again after being requeued.
+    /// `state` FAILED (the default) or CANCELLED picks which finished jobs
+    /// are requeued.
     RequeueFailed {
         #[serde(default)]
         task_type: Option<String>,
         #[serde(default)]
         failed_before: Option<i64>,
+        #[serde(default)]
+        state: Option<JobState>,
     },
+    /// `Requeue` of each job named (at most `MAX_BULK_JOBS`); answered `Bulk`.
+    RequeueJobs {
+        job_ids: Vec<JobId>,
+    },
+    /// Deletes the named finished jobs (at most `MAX_BULK_JOBS`) with their
+    /// attempts from the database; answered `Bulk` once durable. A job not
+    /// finished is refused.
+    Delete {
+        job_ids: Vec<JobId>,
+    },
+    /// Deletes up to `MAX_BULK_JOBS` finished jobs (of `state` if given,
+    /// else any finished state; of `task_type`; finished at or before
+    /// `finished_before`), oldest finish first; answered `Bulk`, whose
+    /// `more` says whether to send it again.
+    DeleteFinished {
+        #[serde(default)]
+        state: Option<JobState>,
+        #[serde(default)]
+        task_type: Option<String>,
+        #[serde(default)]
+        finished_before: Option<i64>,
+    },
+    /// Depth, age and latency per ready queue and per task type; answered
+    /// `Queues`.
+    Queues,
     /// Keeps an idle connection open (see `client-idle-timeout-millis`) and
     /// checks that it is alive; answered `Pong` by the connection itself,
     /// without touching any job.
@@ -321,6 +409,28 @@ pub enum ClientResponse {
     },
     /// The answer to `Ping`.
     Pong,
+    /// The answer to `Resolve`: the one job the prefix names.
+    Resolved {
+        job_id: JobId,
+    },
+    /// No job's id starts with `prefix` (it expired or never existed).
+    NoMatch {
+        prefix: IdPrefix,
+    },
+    /// More than one job's id starts with `prefix`; some of them, newest first.
+    Ambiguous {
+        prefix: IdPrefix,
+        candidates: Vec<JobId>,
+    },
+    /// The request asks for something no job can be (too many ids, a
+    /// state that is not finished): nothing was done.
+    Invalid {
+        reason: String,
+    },
+    /// The answer to `RequeueJobs`, `Delete` and `DeleteFinished`.
+    Bulk(BulkAnswer),
+    /// The answer to `Queues`.
+    Queues(QueueStats),
     /// The answer to `ReadChunk`.
     Chunk(ByteChunk),
     /// A `ReadChunk` that cannot be answered with bytes, for the stated

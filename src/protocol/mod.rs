@@ -7,13 +7,16 @@ pub mod cursor;
 pub mod fit;
 pub mod frame;
 pub mod hello;
+pub mod id_prefix;
 pub mod ids;
+pub mod job_json;
 pub mod job_state;
 pub mod leader;
 pub mod limits;
 pub mod messages;
 pub mod payloads;
 pub mod priority;
+pub mod queue_stats;
 pub mod register;
 pub mod views;
 
@@ -26,9 +29,11 @@ pub use frame::{
 pub use hello::{
     Hello, Role, IDLE_CLOSED, MIN_CLIENT_IDLE_TIMEOUT_MILLIS, PROTOCOL_VERSION, UNAUTHORIZED,
 };
+pub use id_prefix::{IdPrefix, IdPrefixError};
 pub use ids::{JobId, LeaseId, WorkerId};
 pub use job_state::{IllegalTransition, JobState};
 pub use leader::LeaderAddresses;
 pub use messages::*;
 pub use priority::Priority;
+pub use queue_stats::{QueueRow, QueueStats, TaskTypeRow};
 pub use views::*;

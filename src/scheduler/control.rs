@@ -21,6 +21,8 @@ pub enum RequeueRefused {
     NotFailed(JobState),
     /// `max-active-jobs` reached.
     Admission(String),
+    /// The job is being deleted.
+    BeingDeleted,
 }
 
 impl CoordinatorState {
@@ -65,6 +67,9 @@ impl CoordinatorState {
         if !matches!(state, JobState::Failed | JobState::Cancelled) {
             return Err(RequeueRefused::NotFailed(state));
         }
+        if self.deleting.contains(&id) {
+            return Err(RequeueRefused::BeingDeleted);
+        }
         if self.active_jobs >= self.policy.max_active_jobs {
             return Err(RequeueRefused::Admission(self.admission_refusal()));
         }
@@ -99,11 +104,24 @@ impl CoordinatorState {
         limit: usize,
         now: Now,
     ) -> (Vec<JobId>, Option<String>) {
+        self.requeue_finished(JobState::Failed, task_type, failed_before, limit, now)
+    }
+
+    /// `requeue_failed` of the jobs in `state` (FAILED or CANCELLED; any
+    /// other state requeues nothing).
+    pub fn requeue_finished(
+        &mut self,
+        state: JobState,
+        task_type: Option<&str>,
+        failed_before: Option<i64>,
+        limit: usize,
+        now: Now,
+    ) -> (Vec<JobId>, Option<String>) {
         let failed: Vec<JobId> = self
             .by_sequence
             .iter()
             .filter_map(|key| self.jobs.get(&key.2))
-            .filter(|j| j.state == JobState::Failed)
+            .filter(|j| j.state == state)
             .filter(|j| task_type.is_none_or(|t| j.task_type == t))
             .filter(|j| failed_before.is_none_or(|b| j.finished_at.is_some_and(|f| f <= b)))
             .map(|j| j.id)

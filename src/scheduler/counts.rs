@@ -40,6 +40,23 @@ impl StateCounts {
         }
     }
 
+    /// The count of jobs of `task_type` in `state`.
+    pub fn count(&self, task_type: &str, state: JobState) -> u64 {
+        self.by_type.get(task_type).map_or(0, |c| c[slot(state)])
+    }
+
+    /// The task types with at least one job not finished.
+    pub fn active_types(&self) -> impl Iterator<Item = &str> + '_ {
+        self.by_type
+            .iter()
+            .filter(|(_, c)| {
+                JobState::ALL
+                    .iter()
+                    .any(|s| !s.is_terminal() && c[slot(*s)] > 0)
+            })
+            .map(|(t, _)| t.as_str())
+    }
+
     /// Non-zero counts per state, for one task type or all of them.
     pub fn counts(&self, task_type: Option<&str>) -> Vec<StateCount> {
         let mut total = [0u64; 6];

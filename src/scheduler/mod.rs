@@ -4,6 +4,7 @@
 pub mod claims;
 pub mod control;
 pub mod counts;
+pub mod deletion;
 mod dirty;
 pub mod hash_map;
 pub mod job;
@@ -11,6 +12,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod observe;
 pub mod queries;
+pub mod queue_stats;
 pub mod queues;
 pub mod rate_limit;
 pub mod recovery;

@@ -4,7 +4,10 @@
 //! they are never ahead of the database.
 
 use crate::clock::Now;
-use crate::protocol::{JobList, JobState, JobView, Priority, StateCount, WorkerView};
+use crate::protocol::{
+    IdPrefix, JobList, JobState, JobView, ListOrder, ListQuery, Priority, StateCount, WorkerView,
+};
+use crate::scheduler::job::Job;
 use crate::scheduler::job::OrderKey;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::state::CoordinatorState;
@@ -121,21 +124,70 @@ impl CoordinatorState {
         cursor: Option<PageCursor>,
         limit: usize,
     ) -> (Vec<OrderKey>, Option<PageCursor>) {
-        let upper = cursor.map_or(Bound::Unbounded, |c| Bound::Excluded(c.0));
-        let mut keys = self
-            .by_sequence
-            .range((Bound::Unbounded, upper))
-            .rev()
-            .filter(|key| {
-                self.jobs.get(&key.2).is_some_and(|job| {
-                    state.is_none_or(|s| job.state == s)
-                        && task_type.is_none_or(|t| job.task_type == t)
-                })
-            });
+        let query = ListQuery {
+            state,
+            task_type: task_type.map(str::to_string),
+            cursor,
+            ..ListQuery::default()
+        };
+        self.query_keys(&query, limit)
+    }
+
+    /// `ListJobs` answered from memory: summaries of up to `query.limit`
+    /// matching jobs after its cursor, in its order, with the counts of
+    /// its task type.
+    pub fn list_query(&self, query: &ListQuery, now: Now) -> JobList {
+        let (page, next) = self.query_keys(query, query.limit as usize);
+        JobList {
+            jobs: page
+                .iter()
+                .filter_map(|key| self.jobs.get(&key.2))
+                .map(|job| self.summary(job, now))
+                .collect(),
+            next,
+            counts: self.state_counts.counts(query.task_type.as_deref()),
+        }
+    }
+
+    /// The order keys of up to `limit` jobs matching `query` after its
+    /// cursor, in its order, and the cursor of the next page if more match.
+    fn query_keys(&self, query: &ListQuery, limit: usize) -> (Vec<OrderKey>, Option<PageCursor>) {
+        let after = query
+            .cursor
+            .map_or(Bound::Unbounded, |c| Bound::Excluded(c.0));
+        let matching = |key: &&OrderKey| {
+            self.jobs
+                .get(&key.2)
+                .is_some_and(|job| matches_query(job, query))
+        };
+        let mut keys: Box<dyn Iterator<Item = &OrderKey>> = match query.order {
+            ListOrder::NewestFirst => Box::new(
+                self.by_sequence
+                    .range((Bound::Unbounded, after))
+                    .rev()
+                    .filter(matching),
+            ),
+            ListOrder::OldestFirst => Box::new(
+                self.by_sequence
+                    .range((after, Bound::Unbounded))
+                    .filter(matching),
+            ),
+        };
         let page: Vec<OrderKey> = keys.by_ref().take(limit).copied().collect();
         let more = keys.next().is_some();
         let next = page.last().filter(|_| more).map(|key| PageCursor(*key));
         (page, next)
+    }
+
+    /// Up to `limit` ids of jobs in memory that start with `prefix`, newest first.
+    pub fn ids_with_prefix(&self, prefix: &IdPrefix, limit: usize) -> Vec<crate::protocol::JobId> {
+        self.by_sequence
+            .iter()
+            .rev()
+            .filter(|key| prefix.matches(&key.2))
+            .take(limit)
+            .map(|key| key.2)
+            .collect()
     }
 
     /// For the `Coordinator`, which records persistence batches.
@@ -158,12 +210,12 @@ impl CoordinatorState {
             .collect();
         let mut queues: Vec<QueueDepth> = self
             .queues
-            .depths()
-            .map(|(task_type, priority, depth, oldest)| QueueDepth {
+            .heads()
+            .map(|(task_type, priority, depth, head)| QueueDepth {
                 task_type: task_type.to_string(),
                 priority,
                 depth: depth as u64,
-                oldest_ready_at: oldest,
+                oldest_ready_at: head.0,
             })
             .collect();
         queues.sort_by(|a, b| (&a.task_type, b.priority).cmp(&(&b.task_type, a.priority)));
@@ -177,6 +229,17 @@ impl CoordinatorState {
             metrics: self.metrics.clone(),
         }
     }
+}
+
+/// True when `job` passes every filter of `query` (the cursor and order aside).
+pub fn matches_query(job: &Job, query: &ListQuery) -> bool {
+    query.state.is_none_or(|s| job.state == s)
+        && query
+            .task_type
+            .as_deref()
+            .is_none_or(|t| job.task_type == t)
+        && query.priority.is_none_or(|p| job.priority == p)
+        && query.id_prefix.as_ref().is_none_or(|p| p.matches(&job.id))
 }
 
 #[cfg(test)]
@@ -233,6 +296,55 @@ mod tests {
         let echo = s.list_after(None, Some("echo"), None, 10, Now::both(10));
         assert_eq!(echo.jobs.len(), 4);
         assert!(echo.next.is_none());
+    }
+
+    #[test]
+    fn queries_filter_by_priority_and_id_prefix_and_page_oldest_first() {
+        let mut s = state();
+        for i in 0..6 {
+            let payload = encode_json(&serde_json::json!({ "message": "hi" }));
+            let mut req = SubmitRequest::new("echo", payload);
+            req.priority = if i % 2 == 0 {
+                Priority::High
+            } else {
+                Priority::Low
+            };
+            s.submit(req, Now::both(i));
+        }
+        let mut query = ListQuery {
+            priority: Some(Priority::High),
+            order: ListOrder::OldestFirst,
+            limit: 2,
+            ..ListQuery::default()
+        };
+        let first = s.list_query(&query, Now::both(10));
+        assert_eq!(
+            first.jobs.iter().map(|j| j.sequence).collect::<Vec<_>>(),
+            vec![1, 3]
+        );
+        query.cursor = first.next;
+        let second = s.list_query(&query, Now::both(10));
+        assert_eq!(
+            second.jobs.iter().map(|j| j.sequence).collect::<Vec<_>>(),
+            vec![5]
+        );
+        assert!(second.next.is_none());
+        assert_eq!(
+            second.counts[0].count, 6,
+            "counts ignore the priority filter"
+        );
+        let one = second.jobs[0].job_id;
+        let text = one.to_string();
+        let by_id = ListQuery {
+            id_prefix: Some(IdPrefix::parse(&text[..30]).expect("prefix")),
+            limit: 10,
+            ..ListQuery::default()
+        };
+        let found = s.list_query(&by_id, Now::both(10));
+        assert_eq!(found.jobs.len(), 1);
+        assert_eq!(found.jobs[0].job_id, one);
+        let prefix = IdPrefix::parse(&text[..30]).expect("prefix");
+        assert_eq!(s.ids_with_prefix(&prefix, 5), vec![one]);
     }
 
     #[test]

@@ -56,13 +56,21 @@ impl ReadyQueues {
     }
 
     /// Ready jobs per (task type, base priority), non-empty FIFOs only.
-    /// With each, the ready time (wall) of its oldest job, the FIFO's head.
-    pub fn depths(&self) -> impl Iterator<Item = (&str, Priority, usize, i64)> + '_ {
+    pub fn depths(&self) -> impl Iterator<Item = (&str, Priority, usize)> + '_ {
+        self.by_type.iter().flat_map(|(task_type, levels)| {
+            Priority::ALL.into_iter().filter_map(move |p| {
+                let n = levels[usize::from(p.level())].len();
+                (n > 0).then_some((task_type.as_str(), p, n))
+            })
+        })
+    }
+
+    /// Each non-empty FIFO: (task type, base priority, depth, head key).
+    pub fn heads(&self) -> impl Iterator<Item = (&str, Priority, usize, ReadyKey)> + '_ {
         self.by_type.iter().flat_map(|(task_type, levels)| {
             Priority::ALL.into_iter().filter_map(move |p| {
                 let fifo = &levels[usize::from(p.level())];
-                let oldest = fifo.first()?.0;
-                Some((task_type.as_str(), p, fifo.len(), oldest))
+                Some((task_type.as_str(), p, fifo.len(), *fifo.first()?))
             })
         })
     }

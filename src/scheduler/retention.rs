@@ -212,7 +212,7 @@ impl CoordinatorState {
     /// requeue it); it already counts. A job that is not finished, or is
     /// already held, changes nothing.
     pub fn restore(&mut self, job: crate::scheduler::Job, now: Now) {
-        if !job.state.is_terminal() || self.holds(job.id) {
+        if !job.state.is_terminal() || self.holds(job.id) || self.deleting.contains(&job.id) {
             return;
         }
         // Sealed with this step's batch like a fresh finish: later than

@@ -161,6 +161,9 @@ pub struct CoordinatorState {
     /// The leader lease's epoch, stamped on every frame to workers (0 on
     /// SQLite).
     pub(super) epoch: u64,
+    /// Finished jobs whose deletion the database has not answered yet
+    /// (see `deletion`): at most `MAX_BULK_JOBS` per deletion in flight.
+    pub(super) deleting: std::collections::HashSet<JobId>,
 }
 
 impl CoordinatorState {
@@ -191,6 +194,7 @@ impl CoordinatorState {
             unclaimed: std::collections::HashSet::new(),
             claim_deadline: i64::MIN,
             epoch: 0,
+            deleting: std::collections::HashSet::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! (SQLite: `JobStore`; PostgreSQL). One conformance suite checks both.
 
 use super::{ExpiredJob, ExpiryCutoffs, StoreError};
+use crate::protocol::JobId;
 use crate::scheduler::{JobRow, Stored};
 
 /// Durable storage of job rows. Owned by one thread (the persistence
@@ -28,6 +29,12 @@ pub trait Store: Send + 'static {
         cutoffs: ExpiryCutoffs,
         limit: usize,
     ) -> Result<Option<Vec<ExpiredJob>>, StoreError>;
+
+    /// Deletes those of `ids` that are finished (SUCCEEDED, FAILED or
+    /// CANCELLED), with their attempts, in a transaction of its own
+    /// (durable when it returns; counts updated), and returns them; `None`
+    /// without changing anything while rows of the next batch are staged.
+    fn delete_finished(&mut self, ids: &[JobId]) -> Result<Option<Vec<ExpiredJob>>, StoreError>;
 
     /// What recovery needs: the active set, the `window` most recently
     /// finished jobs, every idempotency key, the counts per task type and
@@ -59,6 +66,10 @@ impl Store for super::JobStore {
         limit: usize,
     ) -> Result<Option<Vec<ExpiredJob>>, StoreError> {
         super::JobStore::expire(self, cutoffs, limit)
+    }
+
+    fn delete_finished(&mut self, ids: &[JobId]) -> Result<Option<Vec<ExpiredJob>>, StoreError> {
+        super::JobStore::delete_finished(self, ids)
     }
 
     fn load_for_recovery(&mut self, window: usize) -> Result<Stored, StoreError> {

@@ -6,6 +6,7 @@ use super::read::conversion;
 use super::write::{CountChanges, ADD_TO_COUNT};
 use super::{JobStore, StoreError};
 use crate::protocol::{JobId, JobState};
+use rusqlite::types::Value;
 
 /// Which finished jobs have expired: finished before these times (unix
 /// milliseconds).
@@ -51,25 +52,50 @@ impl JobStore {
         if !self.conn.is_autocommit() {
             return Ok(None);
         }
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let params = [cutoffs.finished_before, cutoffs.failed_before, limit].map(Value::from);
         // On failure the transaction rolls back as it is dropped.
-        self.delete_expired(cutoffs, limit).map(Some)
+        self.delete_returning(DELETE_JOBS, &params).map(Some)
     }
 
-    fn delete_expired(
+    /// Deletes those of `ids` that are finished (SUCCEEDED, FAILED or
+    /// CANCELLED) with their attempts, in one transaction of its own, and
+    /// returns them; durable once it returns. `None`, changing nothing,
+    /// while rows of the next batch are staged, as for `expire`.
+    pub fn delete_finished(
         &mut self,
-        cutoffs: ExpiryCutoffs,
-        limit: usize,
+        ids: &[JobId],
+    ) -> Result<Option<Vec<ExpiredJob>>, StoreError> {
+        if !self.conn.is_autocommit() {
+            return Ok(None);
+        }
+        if ids.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let marks = vec!["?"; ids.len()].join(", ");
+        let sql = format!(
+            "DELETE FROM jobs WHERE id IN ({marks}) \
+             AND state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') \
+             RETURNING id, idempotency_key, task_type, state, last_attempt_number"
+        );
+        let params: Vec<Value> = ids.iter().map(|id| Value::from(id.to_string())).collect();
+        self.delete_returning(&sql, &params).map(Some)
+    }
+
+    /// Runs `sql` (a DELETE of job rows RETURNING id, key, task type, state
+    /// and last attempt number), deletes those jobs' attempts and takes
+    /// them off the counts, in one transaction.
+    fn delete_returning(
+        &mut self,
+        sql: &str,
+        params: &[Value],
     ) -> Result<Vec<ExpiredJob>, StoreError> {
         let path = self.path.clone();
         let tx = self.conn.transaction().map_err(|e| error(&path, e))?;
         let expired = {
-            let mut jobs = tx
-                .prepare_cached(DELETE_JOBS)
-                .map_err(|e| error(&path, e))?;
-            let limit = limit.min(i64::MAX as usize) as i64;
-            let params = rusqlite::params![cutoffs.finished_before, cutoffs.failed_before, limit];
+            let mut jobs = tx.prepare_cached(sql).map_err(|e| error(&path, e))?;
             let rows = jobs
-                .query_map(params, |row| {
+                .query_map(rusqlite::params_from_iter(params), |row| {
                     // A job whose last attempt is its first has no row in
                     // `attempts` (its only attempt lives in the job row);
                     // rows from before version 3 have no last attempt.

@@ -4,7 +4,7 @@
 
 use super::read::{read_row, with_stored_attempts, COLUMNS};
 use super::StoreError;
-use crate::protocol::{JobId, JobState};
+use crate::protocol::{IdPrefix, JobId, JobState, Priority};
 use crate::scheduler::{Job, OrderKey};
 use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -56,16 +56,72 @@ pub struct StoredSummary {
 /// Where the lengths follow `COLUMNS` in a summary row.
 const SUMMARY_LENGTHS: usize = 26;
 
-/// Which jobs a history page holds: newest submission first, after
-/// `before` (exclusive), of one state and task type if given.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which jobs a history page holds: newest submission first (oldest first
+/// with `oldest_first`), after `before` (exclusive) in that order, of one
+/// state, task type, base priority and id prefix if given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PageFilter {
     pub state: Option<JobState>,
     pub task_type: Option<String>,
+    /// The cursor: the order key the page resumes after.
     pub before: Option<OrderKey>,
     /// Only jobs that finished at or before this time (unix milliseconds).
     pub finished_by: Option<i64>,
     pub limit: usize,
+    pub priority: Option<Priority>,
+    pub id_prefix: Option<IdPrefix>,
+    pub oldest_first: bool,
+}
+
+impl PageFilter {
+    /// The `WHERE` conditions (without the cursor) and their arguments,
+    /// as `(sql with ? for each argument, argument)` pairs, the same for
+    /// every backend; an id prefix becomes a range of the primary key.
+    pub fn conditions(&self) -> Vec<(&'static str, Vec<FilterArg>)> {
+        let mut out = Vec::new();
+        if let Some(state) = self.state {
+            out.push((
+                "state = ?",
+                vec![FilterArg::Text(state.as_str().to_string())],
+            ));
+        }
+        if let Some(task_type) = &self.task_type {
+            out.push(("task_type = ?", vec![FilterArg::Text(task_type.clone())]));
+        }
+        if let Some(finished_by) = self.finished_by {
+            out.push(("finished_at <= ?", vec![FilterArg::Int(finished_by)]));
+        }
+        if let Some(priority) = self.priority {
+            out.push((
+                "priority = ?",
+                vec![FilterArg::Int(i64::from(priority.level()))],
+            ));
+        }
+        if let Some(prefix) = &self.id_prefix {
+            let (low, high) = prefix.bounds();
+            out.push((
+                "id BETWEEN ? AND ?",
+                vec![FilterArg::Id(low), FilterArg::Id(high)],
+            ));
+        }
+        out
+    }
+
+    /// The cursor's comparison and the `ORDER BY` of this page's order.
+    pub fn order_sql(&self) -> (&'static str, &'static str) {
+        match self.oldest_first {
+            false => ("<", "sequence DESC, submitted_at DESC, id DESC"),
+            true => (">", "sequence ASC, submitted_at ASC, id ASC"),
+        }
+    }
+}
+
+/// One argument of a `PageFilter` condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterArg {
+    Text(String),
+    Int(i64),
+    Id(JobId),
 }
 
 impl JobReader {
@@ -136,20 +192,17 @@ impl JobReader {
     ) -> Result<Vec<T>, StoreError> {
         let mut conditions = Vec::new();
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        if let Some(state) = filter.state {
-            conditions.push("state = ?");
-            args.push(state.as_str().to_string().into());
+        for (sql, values) in filter.conditions() {
+            conditions.push(sql.to_string());
+            args.extend(values.into_iter().map(|value| match value {
+                FilterArg::Text(text) => text.into(),
+                FilterArg::Int(n) => n.into(),
+                FilterArg::Id(id) => id.to_string().into(),
+            }));
         }
-        if let Some(task_type) = &filter.task_type {
-            conditions.push("task_type = ?");
-            args.push(task_type.clone().into());
-        }
-        if let Some(finished_by) = filter.finished_by {
-            conditions.push("finished_at <= ?");
-            args.push(finished_by.into());
-        }
+        let (compare, order_by) = filter.order_sql();
         if let Some((sequence, submitted_at, id)) = filter.before {
-            conditions.push("(sequence, submitted_at, id) < (?, ?, ?)");
+            conditions.push(format!("(sequence, submitted_at, id) {compare} (?, ?, ?)"));
             args.push((sequence as i64).into());
             args.push(submitted_at.into());
             args.push(id.to_string().into());
@@ -159,10 +212,7 @@ impl JobReader {
             false => format!("WHERE {}", conditions.join(" AND ")),
         };
         args.push((filter.limit.min(i64::MAX as usize) as i64).into());
-        let query = format!(
-            "SELECT {columns} FROM jobs {filter_sql} \
-             ORDER BY sequence DESC, submitted_at DESC, id DESC LIMIT ?"
-        );
+        let query = format!("SELECT {columns} FROM jobs {filter_sql} ORDER BY {order_by} LIMIT ?");
         let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
         let rows = stmt
             .query_map(params_from_iter(args), read)

@@ -104,6 +104,7 @@ fn history_reads_a_job_with_its_attempts_and_pages_newest_first() {
             task_type: Some("echo".into()),
             before,
             limit: 3,
+            ..PageFilter::default()
         };
         let found = reader.page(&filter).expect("page");
         found.iter().map(|j| j.sequence).collect::<Vec<_>>()
@@ -119,6 +120,7 @@ fn history_reads_a_job_with_its_attempts_and_pages_newest_first() {
         task_type: None,
         before: None,
         limit: 100,
+        ..PageFilter::default()
     };
     let whole = reader.page(&filter).expect("page");
     let summaries = reader.summaries(&filter).expect("summaries");

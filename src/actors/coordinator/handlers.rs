@@ -2,13 +2,15 @@
 //! event to the state, schedule, and finish (hold effects, flush).
 
 use super::history_reads::Reply;
+use super::job_admin::{as_list_jobs, invalid, resolved};
 use super::messages::*;
 use super::Coordinator;
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
 use crate::clock::Now;
+use crate::protocol::id_prefix::MAX_CANDIDATES;
 use crate::protocol::{
-    ByteField, ClientRequest, ClientResponse, JobId, Progress, SubmitRequest, MAX_LIST_JOBS,
-    MAX_REQUEUE_JOBS,
+    ByteField, ClientRequest, ClientResponse, JobId, JobState, Progress, SubmitRequest,
+    MAX_LIST_JOBS, MAX_REQUEUE_JOBS,
 };
 use crate::scheduler::{CancelRefused, Job, RequeueRefused};
 use actix::{Context, Handler};
@@ -119,11 +121,23 @@ impl Handler<ClientCommand> for Coordinator {
         if self.commits.is_stopping() {
             return;
         }
-        if let ClientRequest::List { limit, .. } = &mut m.request {
-            *limit = (*limit).min(MAX_LIST_JOBS);
+        m.request = as_list_jobs(m.request);
+        if let ClientRequest::ListJobs(query) = &mut m.request {
+            query.limit = query.limit.min(MAX_LIST_JOBS);
+        }
+        if let Some(reason) = invalid(&m.request) {
+            let response = ClientResponse::Invalid { reason };
+            let answer = ClientAnswer {
+                request_id: m.request_id,
+                response,
+            };
+            return Delivery::Client(m.reply_to, answer).deliver();
         }
         if let Some(read) = self.history_read(&m.request) {
             return self.read_history(read, Reply::Client(m.reply_to, m.request_id), ctx);
+        }
+        if let ClientRequest::Delete { job_ids } = m.request {
+            return self.delete_named(job_ids, false, m.reply_to, m.request_id, ctx);
         }
         let now = self.now();
         let response = self.apply_request(m.request, now);
@@ -214,18 +228,23 @@ impl Coordinator {
                 ClientResponse::BatchSubmitted(self.submit_all(reqs, now))
             }
             ClientRequest::Status { job_id } => self.job_response(job_id, now),
-            ClientRequest::List {
-                state,
-                limit,
-                task_type,
-                cursor,
-            } => ClientResponse::Jobs(self.state.list_summaries(
-                state,
-                task_type.as_deref(),
-                cursor,
-                limit as usize,
-                now,
-            )),
+            list @ ClientRequest::List { .. } => self.apply_request(as_list_jobs(list), now),
+            ClientRequest::ListJobs(query) => {
+                ClientResponse::Jobs(self.state.list_query(&query, now))
+            }
+            ClientRequest::Resolve { prefix } => {
+                let found = self.state.ids_with_prefix(&prefix, MAX_CANDIDATES + 1);
+                resolved(prefix, found)
+            }
+            ClientRequest::RequeueJobs { job_ids } => {
+                ClientResponse::Bulk(self.requeue_each(&job_ids, now))
+            }
+            ClientRequest::Delete { .. } | ClientRequest::DeleteFinished { .. } => {
+                ClientResponse::Invalid {
+                    reason: "deleting jobs needs the coordinator's database readers".into(),
+                }
+            }
+            ClientRequest::Queues => ClientResponse::Queues(self.state.queue_stats(now)),
             ClientRequest::ReadChunk {
                 job_id,
                 field,
@@ -237,7 +256,8 @@ impl Coordinator {
             ClientRequest::RequeueFailed {
                 task_type,
                 failed_before,
-            } => self.requeue_failed(task_type.as_deref(), failed_before, now),
+                state,
+            } => self.requeue_failed(state, task_type.as_deref(), failed_before, now),
             ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views(now)),
             // Sessions answer pings themselves; one forwarded here is harmless.
             ClientRequest::Ping => ClientResponse::Pong,
@@ -258,16 +278,19 @@ impl Coordinator {
         }
     }
 
-    /// Requeues at most `MAX_REQUEUE_JOBS` of the FAILED jobs in memory.
+    /// Requeues at most `MAX_REQUEUE_JOBS` of the FAILED (or, if `state`
+    /// says so, CANCELLED) jobs in memory.
     pub(super) fn requeue_failed(
         &mut self,
+        state: Option<JobState>,
         task_type: Option<&str>,
         failed_before: Option<i64>,
         now: Now,
     ) -> ClientResponse {
+        let state = state.unwrap_or(JobState::Failed);
         let (job_ids, refused) =
             self.state
-                .requeue_failed(task_type, failed_before, MAX_REQUEUE_JOBS, now);
+                .requeue_finished(state, task_type, failed_before, MAX_REQUEUE_JOBS, now);
         self.state.schedule(now);
         ClientResponse::Requeued { job_ids, refused }
     }
@@ -286,6 +309,7 @@ impl Coordinator {
                 format!("job is {state}; only FAILED or CANCELLED jobs can be retried")
             }
             Err(RequeueRefused::Admission(reason)) => reason,
+            Err(RequeueRefused::BeingDeleted) => "the job is being deleted".to_string(),
         };
         ClientResponse::RequeueRefused { job_id, reason }
     }

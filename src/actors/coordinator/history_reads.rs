@@ -34,12 +34,15 @@
 //! (behind the newest batch sent), so it never overtakes what is durable.
 
 use super::handlers::chunk_response;
+use super::job_admin::resolved;
 use super::messages::QueryKind;
 use super::Coordinator;
 use crate::actors::history::{Found, HistoryQuery, ReadHistory};
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
+use crate::protocol::id_prefix::MAX_CANDIDATES;
 use crate::protocol::{
-    ByteField, ClientRequest, ClientResponse, JobId, JobList, JobState, MAX_REQUEUE_JOBS,
+    ByteField, ClientRequest, ClientResponse, IdPrefix, JobId, JobList, JobState, ListOrder,
+    ListQuery, MAX_BULK_JOBS, MAX_REQUEUE_JOBS,
 };
 use crate::scheduler::{Job, JobPage, PageCursor};
 use crate::store::PageFilter;
@@ -63,12 +66,18 @@ pub(super) enum HistoryRead {
     Requeue(JobId),
     /// FAILED jobs read back into memory, then requeued there.
     RequeueFailed(PageFilter),
-    /// A TCP `List`: summaries of `limit` jobs after the cursor in
-    /// `filter.before`.
+    /// A TCP `List` or `ListJobs`: summaries of `limit` jobs after the
+    /// cursor in `filter.before`.
     List {
         filter: PageFilter,
         limit: usize,
     },
+    /// The ids starting with a prefix the database has (memory's are added).
+    Resolve(IdPrefix),
+    /// Named jobs read back (those memory does not hold), then requeued.
+    RequeueJobs(Vec<JobId>),
+    /// Finished jobs of a filter, then deleted like named ones.
+    DeleteFinished(PageFilter),
     /// A `ReadChunk` of a job not in memory.
     Chunk {
         job_id: JobId,
@@ -90,7 +99,15 @@ impl HistoryRead {
             | HistoryRead::Cancel(id)
             | HistoryRead::Requeue(id)
             | HistoryRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
-            HistoryRead::List { filter, .. } => HistoryQuery::Summaries(filter.clone()),
+            HistoryRead::List { filter, .. } | HistoryRead::DeleteFinished(filter) => {
+                HistoryQuery::Summaries(filter.clone())
+            }
+            HistoryRead::Resolve(prefix) => HistoryQuery::Summaries(PageFilter {
+                id_prefix: Some(prefix.clone()),
+                limit: MAX_CANDIDATES + 1,
+                ..PageFilter::default()
+            }),
+            HistoryRead::RequeueJobs(ids) => HistoryQuery::Jobs(ids.clone()),
             HistoryRead::RequeueFailed(filter) | HistoryRead::Page { filter, .. } => {
                 HistoryQuery::Page(filter.clone())
             }
@@ -110,8 +127,23 @@ fn page_filter(
         state,
         task_type: task_type.clone(),
         before: cursor.map(|c| c.0),
-        finished_by: None,
         limit: limit.saturating_add(1),
+        ..PageFilter::default()
+    }
+}
+
+/// `page_filter` of a `ListJobs` query, with its other filters and order.
+fn query_filter(query: &ListQuery) -> PageFilter {
+    PageFilter {
+        priority: query.priority,
+        id_prefix: query.id_prefix.clone(),
+        oldest_first: query.order == ListOrder::OldestFirst,
+        ..page_filter(
+            query.state,
+            &query.task_type,
+            query.cursor,
+            query.limit as usize,
+        )
     }
 }
 
@@ -137,12 +169,31 @@ impl Coordinator {
             ClientRequest::RequeueFailed {
                 task_type,
                 failed_before,
+                state,
             } => Some(HistoryRead::RequeueFailed(PageFilter {
-                state: Some(JobState::Failed),
+                state: Some(state.unwrap_or(JobState::Failed)),
                 task_type: task_type.clone(),
-                before: None,
                 finished_by: *failed_before,
                 limit: MAX_REQUEUE_JOBS,
+                ..PageFilter::default()
+            })),
+            ClientRequest::Resolve { prefix } => Some(HistoryRead::Resolve(prefix.clone())),
+            ClientRequest::RequeueJobs { job_ids }
+                if job_ids.iter().any(|id| !self.state.holds(*id)) =>
+            {
+                Some(HistoryRead::RequeueJobs(job_ids.clone()))
+            }
+            ClientRequest::DeleteFinished {
+                state,
+                task_type,
+                finished_before,
+            } => Some(HistoryRead::DeleteFinished(PageFilter {
+                state: *state,
+                task_type: task_type.clone(),
+                // Only finished jobs have a finish time.
+                finished_by: Some(finished_before.unwrap_or_else(|| self.now().wall_ms)),
+                limit: MAX_BULK_JOBS,
+                ..PageFilter::default()
             })),
             ClientRequest::ReadChunk {
                 job_id,
@@ -155,15 +206,12 @@ impl Coordinator {
                 offset: *offset,
                 max_bytes: *max_bytes,
             }),
-            ClientRequest::List {
-                state,
-                limit,
-                task_type,
-                cursor,
-            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::List {
-                filter: page_filter(*state, task_type, *cursor, *limit as usize),
-                limit: *limit as usize,
-            }),
+            ClientRequest::ListJobs(query) if query.limit > 0 && may_be_history(query.state) => {
+                Some(HistoryRead::List {
+                    filter: query_filter(query),
+                    limit: query.limit as usize,
+                })
+            }
             _ => None,
         }
     }
@@ -205,9 +253,41 @@ impl Coordinator {
                 Ok(Err(e)) => Err(format!("reading history: {e}")),
                 Err(e) => Err(format!("history readers unavailable: {e}")),
             };
-            let delivery = act.history_answer(read, found, reply);
-            act.finish(Some(delivery), ctx);
+            act.history_arrived(read, found, reply, ctx);
         }));
+    }
+
+    /// Answers a request whose read came back; a deletion by filter goes
+    /// on to the database first.
+    fn history_arrived(
+        &mut self,
+        read: HistoryRead,
+        found: Result<Found, String>,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        if let (
+            HistoryRead::DeleteFinished(filter),
+            Ok(Found::Summaries(rows)),
+            Reply::Client(to, id),
+        ) = (&read, &found, &reply)
+        {
+            let more = rows.len() >= filter.limit;
+            // A job memory holds in another state now (requeued) is not
+            // deleted: its stored row is about to change.
+            let ids = rows
+                .iter()
+                .map(|row| row.job.id)
+                .filter(|id| {
+                    self.state
+                        .job(*id)
+                        .is_none_or(|held| held.state.is_terminal())
+                })
+                .collect();
+            return self.delete_named(ids, more, to.clone(), *id, ctx);
+        }
+        let delivery = self.history_answer(read, found, reply);
+        self.finish(Some(delivery), ctx);
     }
 
     fn history_answer(
@@ -224,6 +304,18 @@ impl Coordinator {
                     }
                     (HistoryRead::RequeueFailed(filter), Ok(Found::Jobs(jobs))) => {
                         self.requeue_failed_stored(&filter, jobs)
+                    }
+                    (HistoryRead::RequeueJobs(ids), Ok(Found::Jobs(jobs))) => {
+                        let now = self.now();
+                        for job in jobs {
+                            self.state.restore(job, now);
+                        }
+                        ClientResponse::Bulk(self.requeue_each(&ids, now))
+                    }
+                    (HistoryRead::Resolve(prefix), Ok(Found::Summaries(rows))) => {
+                        let mut ids = self.state.ids_with_prefix(&prefix, MAX_CANDIDATES + 1);
+                        ids.extend(rows.iter().map(|row| row.job.id));
+                        resolved(prefix, ids)
                     }
                     (read, Ok(found)) => self.client_response(read, found),
                     (_, Err(reason)) => ClientResponse::Overloaded { reason },
@@ -340,7 +432,12 @@ impl Coordinator {
         for job in jobs {
             self.state.restore(job, now);
         }
-        self.requeue_failed(filter.task_type.as_deref(), filter.finished_by, now)
+        self.requeue_failed(
+            filter.state,
+            filter.task_type.as_deref(),
+            filter.finished_by,
+            now,
+        )
     }
 
     /// The job as memory has it if it is there, else as read.

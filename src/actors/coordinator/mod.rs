@@ -8,11 +8,12 @@ mod expiry;
 mod group_commit;
 mod handlers;
 mod history_reads;
+mod job_admin;
 pub mod messages;
 
 use crate::actors::history::HistoryLink;
 use crate::actors::outbox::{Delivery, SendToWorker};
-use crate::actors::persistence::{CommitBatch, ExpireJobs, PersistenceLink, StageRows};
+use crate::actors::persistence::{CommitBatch, DeleteJobs, ExpireJobs, PersistenceLink, StageRows};
 use crate::clock::{Clock, Now};
 use crate::protocol::{CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
@@ -58,6 +59,11 @@ pub struct Coordinator {
     history: Option<HistoryLink>,
     /// Deletion of expired jobs; none: finished jobs are kept forever.
     expiry: Option<expiry::ExpiryRun>,
+    /// Where deletions asked for by clients go; none: they are refused.
+    deletion: Option<Recipient<DeleteJobs>>,
+    /// Deletions sent and not yet answered (at most
+    /// `job_admin::MAX_DELETIONS_IN_FLIGHT`).
+    deletions_in_flight: usize,
     /// Told when a commit is fenced (another coordinator took the lease);
     /// none on SQLite, where nothing is fenced.
     on_fenced: Option<Recipient<Fenced>>,
@@ -108,6 +114,8 @@ impl Coordinator {
             coalesce_timer: None,
             history: None,
             expiry: None,
+            deletion: None,
+            deletions_in_flight: 0,
             on_fenced: None,
             deposed: false,
             trust: None,
@@ -169,6 +177,13 @@ impl Coordinator {
             next_at: i64::MIN,
             in_flight: false,
         });
+        self
+    }
+
+    /// Deletes finished jobs clients ask to delete through `delete` (the
+    /// persistence thread).
+    pub fn with_deletion(mut self, delete: Recipient<DeleteJobs>) -> Self {
+        self.deletion = Some(delete);
         self
     }
 

@@ -18,6 +18,11 @@ const DELETE_JOBS: &str = "DELETE FROM taskyard.jobs WHERE id IN (
     ORDER BY finished_at LIMIT $3)
     RETURNING id, idempotency_key, task_type, state, last_attempt_number";
 
+/// The named jobs that are finished.
+const DELETE_FINISHED_IDS: &str = "DELETE FROM taskyard.jobs WHERE id = ANY($1::uuid[])
+    AND state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+    RETURNING id, idempotency_key, task_type, state, last_attempt_number";
+
 impl PostgresStore {
     /// Deletes up to `limit` expired jobs in a transaction of its own
     /// (fenced like every write) and returns them, durable.
@@ -26,7 +31,33 @@ impl PostgresStore {
         cutoffs: ExpiryCutoffs,
         limit: usize,
     ) -> Result<Vec<ExpiredJob>, StoreError> {
-        let result = self.delete_in_transaction(cutoffs, limit);
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.delete_committed(
+            DELETE_JOBS,
+            &[&cutoffs.finished_before, &cutoffs.failed_before, &limit],
+        )
+    }
+
+    /// Deletes those of `ids` that are finished, with their attempts, in a
+    /// (fenced) transaction of its own, and returns them, durable.
+    pub(super) fn delete_finished_ids(
+        &mut self,
+        ids: &[JobId],
+    ) -> Result<Vec<ExpiredJob>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        self.delete_committed(DELETE_FINISHED_IDS, &[&ids])
+    }
+
+    /// Runs `sql` (see `delete_in_transaction`) and commits.
+    fn delete_committed(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<ExpiredJob>, StoreError> {
+        let result = self.delete_in_transaction(sql, params);
         match result {
             Ok(expired) => match self.conn()?.client.batch_execute("COMMIT") {
                 Ok(()) => {
@@ -45,19 +76,18 @@ impl PostgresStore {
         }
     }
 
+    /// Runs `sql`, a DELETE of job rows RETURNING id, key, task type,
+    /// state and last attempt number, deletes those jobs' attempts and
+    /// takes them off the counts, in the open write transaction.
     fn delete_in_transaction(
         &mut self,
-        cutoffs: ExpiryCutoffs,
-        limit: usize,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<ExpiredJob>, StoreError> {
         self.begin_write()?;
-        let limit = limit.min(i64::MAX as usize) as i64;
         let deleted = {
             let conn = self.conn()?;
-            conn.client.query(
-                DELETE_JOBS,
-                &[&cutoffs.finished_before, &cutoffs.failed_before, &limit],
-            )
+            conn.client.query(sql, params)
         }
         .map_err(|e| self.driver(&e))?;
         let mut expired = Vec::with_capacity(deleted.len());

@@ -5,6 +5,7 @@ use super::connect::{error_text, PgTarget};
 use super::read::{attempts_of, job_from, with_last_attempt, ATTEMPT_COLUMNS, COLUMNS};
 use crate::protocol::JobId;
 use crate::scheduler::Job;
+use crate::store::history::FilterArg;
 use crate::store::history::HistoryReader;
 use crate::store::{PageFilter, StoreError, StoredSummary};
 use postgres::types::ToSql;
@@ -57,24 +58,31 @@ impl PostgresReader {
         let mut args: Vec<Box<dyn ToSql + Sync>> = Vec::new();
         let arg = |sql: &str, value: Box<dyn ToSql + Sync>, args: &mut Vec<_>| {
             args.push(value);
-            sql.replace('?', &format!("${}", args.len()))
+            sql.replacen('?', &format!("${}", args.len()), 1)
         };
-        if let Some(state) = filter.state {
-            conditions.push(arg("state = ?", Box::new(state.as_str()), &mut args));
+        for (sql, values) in filter.conditions() {
+            let mut sql = sql.to_string();
+            for value in values {
+                let boxed: Box<dyn ToSql + Sync> = match value {
+                    FilterArg::Text(text) => Box::new(text),
+                    FilterArg::Int(n) if sql.starts_with("priority") => {
+                        Box::new(i16::try_from(n).unwrap_or(i16::MAX))
+                    }
+                    FilterArg::Int(n) => Box::new(n),
+                    FilterArg::Id(id) => Box::new(id.0),
+                };
+                sql = arg(&sql, boxed, &mut args);
+            }
+            conditions.push(sql);
         }
-        if let Some(task_type) = &filter.task_type {
-            conditions.push(arg("task_type = ?", Box::new(task_type.clone()), &mut args));
-        }
-        if let Some(finished_by) = filter.finished_by {
-            conditions.push(arg("finished_at <= ?", Box::new(finished_by), &mut args));
-        }
+        let (compare, order_by) = filter.order_sql();
         if let Some((sequence, submitted_at, id)) = filter.before {
             let n = args.len();
             args.push(Box::new(sequence.min(i64::MAX as u64) as i64));
             args.push(Box::new(submitted_at));
             args.push(Box::new(id.0));
             conditions.push(format!(
-                "(sequence, submitted_at, id) < (${}, ${}, ${})",
+                "(sequence, submitted_at, id) {compare} (${}, ${}, ${})",
                 n + 1,
                 n + 2,
                 n + 3
@@ -86,8 +94,7 @@ impl PostgresReader {
         };
         args.push(Box::new(filter.limit.min(i64::MAX as usize) as i64));
         let query = format!(
-            "SELECT {columns} FROM taskyard.jobs {where_sql} \
-             ORDER BY sequence DESC, submitted_at DESC, id DESC LIMIT ${}",
+            "SELECT {columns} FROM taskyard.jobs {where_sql} ORDER BY {order_by} LIMIT ${}",
             args.len()
         );
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a.as_ref()).collect();

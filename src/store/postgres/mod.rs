@@ -196,6 +196,16 @@ impl Store for PostgresStore {
         self.delete_expired(cutoffs, limit).map(Some)
     }
 
+    fn delete_finished(
+        &mut self,
+        ids: &[crate::protocol::JobId],
+    ) -> Result<Option<Vec<ExpiredJob>>, StoreError> {
+        if self.in_transaction || !self.staged.is_empty() {
+            return Ok(None);
+        }
+        self.delete_finished_ids(ids).map(Some)
+    }
+
     fn load_for_recovery(&mut self, window: usize) -> Result<Stored, StoreError> {
         let stored = self.load(window)?;
         // The loaded active jobs are what the first batches update: knowing

@@ -1,0 +1,321 @@
+//! What operators do to jobs in bulk: resolve an id prefix, retry named
+//! jobs, delete finished jobs (named, or by filter), and the request
+//! checks these share. A deletion is durable before it is answered: the
+//! persistence thread deletes the rows in a transaction of its own, and
+//! until it answers the jobs are marked as being deleted so nothing
+//! (a requeue) can write their rows back.
+
+use super::Coordinator;
+use crate::actors::outbox::{ClientAnswer, Delivery};
+use crate::actors::persistence::DeleteJobs;
+use crate::clock::Now;
+use crate::protocol::id_prefix::MAX_CANDIDATES;
+use crate::protocol::{
+    BulkAnswer, ClientRequest, ClientResponse, IdPrefix, JobId, JobState, ListQuery, Refusal,
+    MAX_BULK_JOBS,
+};
+use crate::scheduler::deletion::refusal;
+use crate::scheduler::RequeueRefused;
+use crate::store::{ExpiredJob, StoreError};
+use actix::{ActorFutureExt, AsyncContext, Context, MailboxError, Recipient, WrapFuture};
+use slog::info;
+use std::time::Duration;
+
+/// Most deletions waiting for the database at once; another is answered
+/// `Overloaded`. Bounds the jobs marked as being deleted to this times
+/// `MAX_BULK_JOBS`.
+pub const MAX_DELETIONS_IN_FLIGHT: usize = 16;
+
+/// While rows of the next batch are staged the database cannot delete in
+/// a transaction of its own; the deletion is asked again after this pause,
+/// at most `BUSY_TRIES` times (two seconds in all).
+const BUSY_PAUSE: Duration = Duration::from_millis(5);
+const BUSY_TRIES: u32 = 400;
+
+/// A deletion sent to the database and the request it answers.
+pub(super) struct Deletion {
+    candidates: Vec<JobId>,
+    refused: Vec<Refusal>,
+    more: bool,
+    reply_to: Recipient<ClientAnswer>,
+    request_id: u64,
+    tries: u32,
+}
+
+/// `List` as the `ListJobs` it is a case of; anything else unchanged.
+pub(super) fn as_list_jobs(request: ClientRequest) -> ClientRequest {
+    match request {
+        ClientRequest::List {
+            state,
+            limit,
+            task_type,
+            cursor,
+        } => ClientRequest::ListJobs(ListQuery {
+            state,
+            task_type,
+            limit,
+            cursor,
+            ..ListQuery::default()
+        }),
+        other => other,
+    }
+}
+
+/// Why a request cannot be run as asked, if it cannot.
+pub(super) fn invalid(request: &ClientRequest) -> Option<String> {
+    let too_many = |what: &str, n: usize| {
+        (n > MAX_BULK_JOBS).then(|| {
+            format!("{what}: {n} job ids, more than the {MAX_BULK_JOBS} one request may name")
+        })
+    };
+    match request {
+        ClientRequest::RequeueJobs { job_ids } => too_many("retry", job_ids.len()),
+        ClientRequest::Delete { job_ids } => too_many("delete", job_ids.len()),
+        ClientRequest::RequeueFailed {
+            state: Some(state), ..
+        } if !matches!(state, JobState::Failed | JobState::Cancelled) => Some(format!(
+            "state: {state} jobs cannot be retried; only FAILED or CANCELLED ones"
+        )),
+        ClientRequest::DeleteFinished {
+            state: Some(state), ..
+        } if !state.is_terminal() => Some(format!(
+            "state: {state} jobs cannot be deleted; only SUCCEEDED, FAILED or CANCELLED ones"
+        )),
+        _ => None,
+    }
+}
+
+/// The answer to a `Resolve` of `prefix` that found `ids` (newest first).
+pub(super) fn resolved(prefix: IdPrefix, mut ids: Vec<JobId>) -> ClientResponse {
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    ids.dedup();
+    match ids.len() {
+        0 => ClientResponse::NoMatch { prefix },
+        1 => ClientResponse::Resolved { job_id: ids[0] },
+        _ => {
+            ids.truncate(MAX_CANDIDATES);
+            ClientResponse::Ambiguous {
+                prefix,
+                candidates: ids,
+            }
+        }
+    }
+}
+
+/// Why a requeue of one named job did nothing, as a bulk answer says it.
+fn requeue_refusal(job_id: JobId, refused: RequeueRefused) -> Refusal {
+    let reason = match refused {
+        RequeueRefused::NotFound => "not found (expired or never existed)".to_string(),
+        RequeueRefused::NotFailed(state) => {
+            format!("job is {state}; only FAILED or CANCELLED jobs can be retried")
+        }
+        RequeueRefused::Admission(reason) => reason,
+        RequeueRefused::BeingDeleted => "the job is being deleted".to_string(),
+    };
+    refusal(job_id, reason)
+}
+
+impl Coordinator {
+    /// `Requeue` of each of `ids` that memory holds (once each, in order),
+    /// then one scheduling pass.
+    pub(super) fn requeue_each(&mut self, ids: &[JobId], now: Now) -> BulkAnswer {
+        let mut answer = BulkAnswer::default();
+        for (i, &id) in ids.iter().enumerate() {
+            if ids[..i].contains(&id) {
+                continue;
+            }
+            match self.state.requeue(id, now) {
+                Ok(()) => answer.done.push(id),
+                Err(refused) => answer.refused.push(requeue_refusal(id, refused)),
+            }
+        }
+        self.state.schedule(now);
+        answer
+    }
+
+    /// Deletes those of `ids` that may be deleted now (see
+    /// `CoordinatorState::deletable`) and answers `Bulk` once the database
+    /// has; `more` is passed on to the answer. Never waits.
+    pub(super) fn delete_named(
+        &mut self,
+        ids: Vec<JobId>,
+        more: bool,
+        reply_to: Recipient<ClientAnswer>,
+        request_id: u64,
+        ctx: &mut Context<Self>,
+    ) {
+        let refuse = |response| {
+            Delivery::Client(
+                reply_to.clone(),
+                ClientAnswer {
+                    request_id,
+                    response,
+                },
+            )
+            .deliver()
+        };
+        if self.deletion.is_none() {
+            return refuse(ClientResponse::Invalid {
+                reason: "deleting jobs needs the coordinator's database".into(),
+            });
+        }
+        if self.deletions_in_flight >= MAX_DELETIONS_IN_FLIGHT {
+            return refuse(ClientResponse::Overloaded {
+                reason: format!(
+                    "{MAX_DELETIONS_IN_FLIGHT} deletions are waiting for the database; try again"
+                ),
+            });
+        }
+        let (candidates, refused) = self.state.deletable(&ids);
+        if candidates.is_empty() {
+            let response = ClientResponse::Bulk(BulkAnswer {
+                done: Vec::new(),
+                refused,
+                more,
+            });
+            let answer = Delivery::Client(
+                reply_to,
+                ClientAnswer {
+                    request_id,
+                    response,
+                },
+            );
+            return self.finish(Some(answer), ctx);
+        }
+        self.state.deleting(&candidates);
+        self.deletions_in_flight += 1;
+        let deletion = Deletion {
+            candidates,
+            refused,
+            more,
+            reply_to,
+            request_id,
+            tries: 0,
+        };
+        self.send_deletion(deletion, ctx);
+    }
+
+    fn send_deletion(&mut self, deletion: Deletion, ctx: &mut Context<Self>) {
+        let Some(link) = self.deletion.clone() else {
+            return self.deletion_answered(deletion, Err(MailboxError::Closed), ctx);
+        };
+        let sent = link.send(DeleteJobs {
+            ids: deletion.candidates.clone(),
+        });
+        ctx.spawn(
+            sent.into_actor(self)
+                .map(move |answer, act, ctx| act.deletion_answered(deletion, answer, ctx)),
+        );
+    }
+
+    /// Applies the database's answer: the deleted jobs leave memory and the
+    /// counts, and the request is answered; a busy database is asked again.
+    fn deletion_answered(
+        &mut self,
+        mut deletion: Deletion,
+        answer: Result<Result<Option<Vec<ExpiredJob>>, StoreError>, MailboxError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let busy = matches!(answer, Ok(Ok(None)));
+        if busy && deletion.tries < BUSY_TRIES && !self.commits.is_stopping() {
+            deletion.tries += 1;
+            ctx.run_later(BUSY_PAUSE, move |act, ctx| act.send_deletion(deletion, ctx));
+            return;
+        }
+        let outcome = match answer {
+            Ok(Ok(Some(deleted))) => Ok(deleted),
+            Ok(Ok(None)) => Err("the database stayed busy; try again".to_string()),
+            Ok(Err(e)) => Err(format!("deleting failed: {e}")),
+            Err(e) => Err(format!("the database thread is unavailable: {e}")),
+        };
+        self.state.deleted(&deletion.candidates);
+        self.deletions_in_flight = self.deletions_in_flight.saturating_sub(1);
+        let mut bulk = BulkAnswer {
+            done: Vec::new(),
+            refused: deletion.refused,
+            more: deletion.more,
+        };
+        match outcome {
+            Ok(deleted) => {
+                for job in &deleted {
+                    let key = job.idempotency_key.as_deref();
+                    self.state
+                        .forget_expired(job.id, key, &job.task_type, job.state);
+                }
+                bulk.done = deleted.iter().map(|job| job.id).collect();
+                let missing = deletion
+                    .candidates
+                    .iter()
+                    .filter(|id| !bulk.done.contains(id));
+                bulk.refused
+                    .extend(missing.map(|&id| refusal(id, "not found (expired or never existed)")));
+                if !bulk.done.is_empty() {
+                    info!(self.log, "jobs deleted"; "jobs" => bulk.done.len());
+                }
+            }
+            Err(reason) => bulk.refused.extend(
+                deletion
+                    .candidates
+                    .iter()
+                    .map(|&id| refusal(id, reason.clone())),
+            ),
+        }
+        let answer = ClientAnswer {
+            request_id: deletion.request_id,
+            response: ClientResponse::Bulk(bulk),
+        };
+        self.finish(Some(Delivery::Client(deletion.reply_to, answer)), ctx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bulk_requests_are_bounded_and_states_checked() {
+        let ids = vec![JobId::mint(); MAX_BULK_JOBS + 1];
+        let reason = invalid(&ClientRequest::Delete { job_ids: ids }).expect("refused");
+        assert!(reason.contains("101 job ids"), "{reason}");
+        assert!(invalid(&ClientRequest::Delete {
+            job_ids: vec![JobId::mint(); 100]
+        })
+        .is_none());
+        let running = ClientRequest::DeleteFinished {
+            state: Some(JobState::Running),
+            task_type: None,
+            finished_before: None,
+        };
+        assert!(invalid(&running).expect("refused").contains("RUNNING"));
+        let cancelled = ClientRequest::RequeueFailed {
+            task_type: None,
+            failed_before: None,
+            state: Some(JobState::Cancelled),
+        };
+        assert_eq!(invalid(&cancelled), None);
+    }
+
+    #[test]
+    fn a_prefix_resolves_to_one_job_or_lists_candidates_newest_first() {
+        let prefix = IdPrefix::parse("0193").expect("prefix");
+        assert_eq!(
+            resolved(prefix.clone(), vec![]),
+            ClientResponse::NoMatch {
+                prefix: prefix.clone()
+            }
+        );
+        let (a, b) = (JobId::mint(), JobId::mint());
+        assert_eq!(
+            resolved(prefix.clone(), vec![a, a]),
+            ClientResponse::Resolved { job_id: a }
+        );
+        let many: Vec<JobId> = (0..12).map(|_| JobId::mint()).collect();
+        match resolved(prefix, [vec![a, b], many].concat()) {
+            ClientResponse::Ambiguous { candidates, .. } => {
+                assert_eq!(candidates.len(), MAX_CANDIDATES);
+                assert!(candidates.windows(2).all(|w| w[0] > w[1]), "newest first");
+            }
+            other => panic!("not ambiguous: {other:?}"),
+        }
+    }
+}
