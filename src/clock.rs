@@ -20,6 +20,10 @@ pub struct Now {
     pub wall_ms: i64,
     /// Monotonic milliseconds: what durations are measured on.
     pub mono_ms: i64,
+    /// The same monotonic reading in microseconds (`mono_ms` is it
+    /// rounded down): for the latency histograms, which need more than
+    /// whole milliseconds.
+    pub mono_us: i64,
 }
 
 impl Now {
@@ -29,6 +33,7 @@ impl Now {
         Now {
             wall_ms: ms,
             mono_ms: ms,
+            mono_us: ms.saturating_mul(1000),
         }
     }
 
@@ -47,11 +52,28 @@ impl Now {
             .saturating_add(mono.saturating_sub(self.mono_ms))
     }
 
+    /// `mono_at` in monotonic microseconds: the instant the wall clock
+    /// reads (or read) `wall`, for durations measured against this reading.
+    pub fn mono_us_at(&self, wall: i64) -> i64 {
+        self.mono_us
+            .saturating_add(wall.saturating_sub(self.wall_ms).saturating_mul(1000))
+    }
+
     /// This reading moved on by `ms` on both clocks.
     pub fn plus(&self, ms: i64) -> Now {
+        self.plus_micros(ms.saturating_mul(1000))
+    }
+
+    /// This reading moved on by `us` microseconds: the monotonic clock by
+    /// exactly that, the millisecond readings by the whole milliseconds the
+    /// monotonic one crossed.
+    pub fn plus_micros(&self, us: i64) -> Now {
+        let mono_us = self.mono_us.saturating_add(us);
+        let crossed = mono_us.div_euclid(1000) - self.mono_us.div_euclid(1000);
         Now {
-            wall_ms: self.wall_ms.saturating_add(ms),
-            mono_ms: self.mono_ms.saturating_add(ms),
+            wall_ms: self.wall_ms.saturating_add(crossed),
+            mono_ms: self.mono_ms.saturating_add(crossed),
+            mono_us,
         }
     }
 }
@@ -66,9 +88,11 @@ pub trait Clock: Send + Sync + 'static {
 
     /// Both clocks at once.
     fn now(&self) -> Now {
+        let mono_ms = self.monotonic_millis();
         Now {
             wall_ms: self.now_millis(),
-            mono_ms: self.monotonic_millis(),
+            mono_ms,
+            mono_us: mono_ms.saturating_mul(1000),
         }
     }
 }
@@ -86,10 +110,24 @@ impl Clock for SystemClock {
     }
 
     fn monotonic_millis(&self) -> i64 {
-        static START: OnceLock<Instant> = OnceLock::new();
-        let start = START.get_or_init(Instant::now);
-        i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
+        i64::try_from(monotonic_elapsed().as_millis()).unwrap_or(i64::MAX)
     }
+
+    /// One monotonic reading, in both units.
+    fn now(&self) -> Now {
+        let elapsed = monotonic_elapsed();
+        Now {
+            wall_ms: self.now_millis(),
+            mono_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+            mono_us: i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// Time since the first reading of this process's monotonic clock.
+fn monotonic_elapsed() -> std::time::Duration {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed()
 }
 
 /// Clocks that move only when told to; clones share the same time. Both
@@ -106,6 +144,12 @@ impl ManualClock {
     /// Time passes: both clocks move on by `millis`.
     pub fn advance(&self, millis: i64) {
         self.update(|now| *now = now.plus(millis));
+    }
+
+    /// Time passes by `micros` microseconds: the monotonic clock moves by
+    /// exactly that, the millisecond readings by each millisecond crossed.
+    pub fn advance_micros(&self, micros: i64) {
+        self.update(|now| *now = now.plus_micros(micros));
     }
 
     /// The wall clock is set `millis` ahead (negative: back); the
@@ -168,12 +212,34 @@ mod tests {
         let now = Now {
             wall_ms: 10_000,
             mono_ms: 200,
+            mono_us: 200_000,
         };
         assert_eq!(now.mono_at(13_000), 3200, "3 s ahead on the wall");
         assert_eq!(now.wall_at(3200), 13_000);
         assert_eq!(now.mono_at(9000), -800, "a wall time passed is in the past");
         assert!(now.mono_at(i64::MAX) > now.mono_ms, "no overflow");
         assert!(now.wall_at(i64::MIN) < now.wall_ms, "no overflow");
+        assert_eq!(now.mono_us_at(9000), -800_000);
+        assert!(now.mono_us_at(i64::MAX) > now.mono_us, "no overflow");
+    }
+
+    #[test]
+    fn microseconds_advance_the_millisecond_readings_only_as_they_add_up() {
+        let clock = ManualClock::starting_at(1000);
+        clock.advance_micros(400);
+        assert_eq!(clock.now().mono_us, 1_000_400);
+        assert_eq!(clock.now().mono_ms, 1000, "not a whole millisecond yet");
+        clock.advance_micros(700);
+        assert_eq!(clock.now().mono_us, 1_001_100);
+        assert_eq!((clock.now().mono_ms, clock.now().wall_ms), (1001, 1001));
+        clock.advance(2);
+        assert_eq!(clock.now().mono_us, 1_003_100);
+    }
+
+    #[test]
+    fn the_system_clock_reads_microseconds_that_agree_with_its_milliseconds() {
+        let now = SystemClock.now();
+        assert_eq!(now.mono_us.div_euclid(1000), now.mono_ms);
     }
 
     #[test]

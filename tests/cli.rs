@@ -169,6 +169,7 @@ fn dev_runs_a_working_cluster_and_stops_on_ctrl_c() {
         .unwrap_or_else(|| panic!("dashboard URL {dashboard:?}"));
     let page = common::http::Http::new(http).get("/");
     assert_eq!(page.status, 200, "the dashboard is served at {dashboard}");
+
     let output = taskyard(
         &addr,
         &[
@@ -279,6 +280,105 @@ fn the_plain_cli_pointed_at_a_tls_port_says_pass_tls_ca_and_exits_2() {
         stderr.contains("this port speaks TLS: pass --tls-ca"),
         "{stderr:?}"
     );
+}
+
+/// The same job in `status --json` and `GET /api/jobs/{id}`: one shape.
+#[test]
+fn cli_and_http_show_a_job_under_the_same_field_names() {
+    let cluster = Cluster::start(1, 1);
+    let addr = cluster.client_addr();
+    let submitted = taskyard(
+        &addr,
+        &[
+            "submit",
+            "echo",
+            "--payload",
+            r#"{"message":"hi"}"#,
+            "--wait",
+        ],
+    );
+    assert_eq!(submitted.status.code(), Some(0), "{submitted:?}");
+    let id = stdout(&submitted).lines().next().expect("id").to_string();
+    let cli: serde_json::Value =
+        serde_json::from_slice(&taskyard(&addr, &["status", &id, "--json"]).stdout).expect("json");
+    let http = cluster.http().get(&format!("/api/jobs/{id}")).json();
+    assert_eq!(
+        cli, http,
+        "status --json and the HTTP API agree field for field"
+    );
+    let listed: serde_json::Value =
+        serde_json::from_slice(&taskyard(&addr, &["list", "--json"]).stdout).expect("json");
+    let page = cluster.http().get("/api/jobs").json();
+    assert_eq!(
+        listed["jobs"], page["jobs"],
+        "list --json and GET /api/jobs agree"
+    );
+    assert_eq!(listed["counts"], page["counts"]);
+}
+
+/// Id prefixes wherever a job id goes; retry and delete, one and in bulk.
+#[test]
+fn failed_jobs_are_named_by_prefix_retried_and_deleted_from_the_cli() {
+    let cluster = Cluster::start(1, 2);
+    let addr = cluster.client_addr();
+    let fail = [
+        "submit",
+        "fail",
+        "--payload",
+        r#"{"message":"boom"}"#,
+        "--max-attempts",
+        "1",
+    ];
+    let ids: Vec<String> = (0..2)
+        .map(|_| stdout(&taskyard(&addr, &fail)).trim().to_string())
+        .collect();
+    for id in &ids {
+        let waited = taskyard(&addr, &["wait", &id[..30]]);
+        assert_eq!(waited.status.code(), Some(1), "{waited:?}");
+    }
+    let status = taskyard(&addr, &["status", &ids[0][..30], "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert_eq!(view["job_id"], ids[0].as_str());
+
+    let ambiguous = taskyard(&addr, &["status", &ids[0][..4]]);
+    assert_eq!(ambiguous.status.code(), Some(2), "{ambiguous:?}");
+    let said = String::from_utf8_lossy(&ambiguous.stderr);
+    assert!(
+        said.contains("ambiguous") && said.contains(&ids[1]),
+        "{said}"
+    );
+
+    let retried = taskyard(&addr, &["retry", &ids[0][..30], &ids[1][..30], "--json"]);
+    assert_eq!(retried.status.code(), Some(0), "{retried:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&retried.stdout).expect("json");
+    assert_eq!(answer["done"].as_array().map(Vec::len), Some(2), "{answer}");
+    for id in &ids {
+        assert_eq!(taskyard(&addr, &["wait", id]).status.code(), Some(1));
+    }
+
+    let unconfirmed = taskyard(&addr, &["delete", "--all-failed"]);
+    assert_eq!(unconfirmed.status.code(), Some(2), "{unconfirmed:?}");
+    assert!(String::from_utf8_lossy(&unconfirmed.stderr).contains("--yes"));
+    let one = taskyard(&addr, &["delete", &ids[0][..30]]);
+    assert_eq!(one.status.code(), Some(0), "{one:?}");
+    let gone = taskyard(&addr, &["status", &ids[0]]);
+    assert_eq!(gone.status.code(), Some(5), "not found: {gone:?}");
+    let rest = taskyard(&addr, &["delete", "--all-failed", "--yes", "--json"]);
+    let answer: serde_json::Value = serde_json::from_slice(&rest.stdout).expect("json");
+    assert_eq!(answer["done"], serde_json::json!([ids[1]]), "{answer}");
+    let running = stdout(&taskyard(
+        &addr,
+        &["submit", "sleep", "--payload", r#"{"millis":5000}"#],
+    ));
+    let refused = taskyard(&addr, &["delete", running.trim()]);
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert!(
+        stdout(&refused).contains("only SUCCEEDED, FAILED or CANCELLED"),
+        "{refused:?}"
+    );
+    let queues = taskyard(&addr, &["queues"]);
+    assert_eq!(queues.status.code(), Some(0), "{queues:?}");
+    assert!(stdout(&queues).contains("TYPE"), "{queues:?}");
 }
 
 #[test]

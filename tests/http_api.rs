@@ -114,7 +114,7 @@ fn every_endpoint_answers_over_a_real_socket() {
     assert!(http
         .get("/metrics")
         .body
-        .contains("taskyard_jobs_succeeded_total 1"));
+        .contains("taskyard_jobs_succeeded_total{task_type=\"echo\"} 1"));
     assert!(
         page.body.contains("id=\"cluster-line\""),
         "the dashboard's cluster panel"
@@ -310,19 +310,37 @@ fn scrape(http: &Http) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(lines).expect("valid Prometheus text format")
 }
 
+/// The sum of every sample of `name` (with `label`, if given): a counter
+/// or gauge's value over all its task types, a histogram's count.
 fn value(scrape: &prometheus_parse::Scrape, name: &str, label: Option<(&str, &str)>) -> f64 {
-    let sample = scrape
+    let samples: Vec<_> = scrape
         .samples
         .iter()
-        .find(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
-        .unwrap_or_else(|| panic!("metric {name} {label:?} missing"));
-    match sample.value {
-        prometheus_parse::Value::Counter(v)
-        | prometheus_parse::Value::Gauge(v)
-        | prometheus_parse::Value::Untyped(v) => v,
-        prometheus_parse::Value::Histogram(ref buckets) => buckets.last().map_or(0.0, |b| b.count),
-        prometheus_parse::Value::Summary(_) => panic!("no summaries exported"),
-    }
+        .filter(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+        .collect();
+    assert!(
+        !samples.is_empty() || label.is_none(),
+        "metric {name} {label:?} missing"
+    );
+    samples
+        .iter()
+        .map(|sample| match sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            prometheus_parse::Value::Histogram(ref buckets) => {
+                buckets.last().map_or(0.0, |b| b.count)
+            }
+            prometheus_parse::Value::Summary(_) => panic!("no summaries exported"),
+        })
+        .sum()
+}
+
+/// The value of the one sample written exactly as `series` in `body`.
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{series} missing"))
 }
 
 #[test]
@@ -336,9 +354,10 @@ fn metrics_parse_and_counters_move_as_jobs_run() {
     cluster.wait_for_workers(1);
     let http = cluster.http();
     let before = scrape(&http);
-    for family in taskyard::http::metrics::FAMILIES {
+    let process = taskyard::http::process_metrics::PROCESS_FAMILIES;
+    for family in taskyard::http::metrics::FAMILIES.iter().chain(&process) {
         assert!(
-            before.docs.contains_key(family),
+            before.docs.contains_key(*family),
             "{family} has HELP text in the scrape"
         );
     }
@@ -380,6 +399,21 @@ fn metrics_parse_and_counters_move_as_jobs_run() {
     assert_eq!(
         value(&after, "taskyard_job_submit_to_start_seconds", None),
         2.0
+    );
+    for (counter, task_type, n) in [
+        ("taskyard_jobs_submitted_total", "echo", 1.0),
+        ("taskyard_jobs_submitted_total", "fail", 1.0),
+        ("taskyard_jobs_failed_total", "fail", 1.0),
+        ("taskyard_jobs_failed_total", "echo", 0.0),
+    ] {
+        let label = Some(("task_type", task_type));
+        assert_eq!(value(&after, counter, label), n, "{counter} {task_type}");
+    }
+    let body = http.get("/metrics").body;
+    let run = r#"taskyard_job_run_seconds_sum{task_type="echo"}"#;
+    assert!(
+        sample(&body, run) > 0.0,
+        "microseconds, not whole ms: {run}"
     );
     assert!(value(&after, "taskyard_persistence_batch_rows", None) >= 1.0);
     assert!(value(&after, "taskyard_persistence_commit_seconds", None) >= 1.0);
@@ -440,5 +474,51 @@ fn the_timeline_counts_the_hour_per_task_type_and_folds_types_past_its_bound() {
     assert!(
         runs.iter().any(Value::is_null),
         "minutes with none are null"
+    );
+}
+
+#[test]
+fn head_metrics_answers_like_get_without_a_body() {
+    let cluster = Cluster::start(0, 1);
+    let http = cluster.http();
+    let head = http.send("HEAD", "/metrics", None);
+    assert_eq!(head.status, 200);
+    assert!(head
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/plain; version=0.0.4")));
+    assert!(head.body.is_empty(), "{}", head.body);
+    assert_eq!(http.send("HEAD", "/api/nothing", None).status, 404);
+}
+
+#[test]
+fn queue_gauges_name_the_task_type_no_worker_runs() {
+    let cluster = Cluster::start(1, 1);
+    let http = cluster.http();
+    submit(
+        &http,
+        json!({ "task_type": "nobody-runs-this", "payload": {} }),
+    );
+    let scrape = scrape(&http);
+    let unserved = |t| {
+        value(
+            &scrape,
+            "taskyard_queue_unserved_jobs",
+            Some(("task_type", t)),
+        )
+    };
+    assert_eq!(unserved("nobody-runs-this"), 1.0);
+    assert_eq!(unserved("echo"), 0.0);
+    let depth = value(
+        &scrape,
+        "taskyard_queue_depth",
+        Some(("task_type", "nobody-runs-this")),
+    );
+    assert_eq!(depth, 1.0);
+    assert!(
+        value(
+            &scrape,
+            "taskyard_queue_oldest_age_seconds",
+            Some(("task_type", "nobody-runs-this"))
+        ) >= 0.0
     );
 }

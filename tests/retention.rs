@@ -541,3 +541,62 @@ async fn retry_of_every_failed_job_includes_those_only_the_database_holds() {
     };
     assert_eq!(job_ids, vec![job]);
 }
+
+#[actix_rt::test]
+async fn evicted_jobs_are_resolved_retried_and_deleted_from_the_database() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut node = Node::start(&config(dir.path(), 0), ManualClock::starting_at(1_000)).await;
+    let (first, second) = (node.submit(Some("k1")).await, node.submit(None).await);
+    for job_id in [first, second] {
+        node.ask(ClientRequest::Cancel { job_id }).await;
+    }
+    node.sweep_until_at_most(0).await;
+    assert_eq!(node.inspect().await.jobs_in_memory, 0);
+
+    let text = first.to_string();
+    let prefix = IdPrefix::parse(&text[..30]).expect("prefix");
+    let resolved = node.ask(ClientRequest::Resolve { prefix }).await;
+    assert_eq!(resolved, ClientResponse::Resolved { job_id: first });
+    let shared = IdPrefix::parse(&text[..4]).expect("prefix");
+    let ClientResponse::Ambiguous { candidates, .. } =
+        node.ask(ClientRequest::Resolve { prefix: shared }).await
+    else {
+        panic!("two jobs share the first four digits");
+    };
+    assert_eq!(candidates, vec![second, first], "newest first");
+
+    // Deleted from the database only: its count and its key go with it.
+    let deleted = node
+        .ask(ClientRequest::Delete {
+            job_ids: vec![first],
+        })
+        .await;
+    let ClientResponse::Bulk(answer) = deleted else {
+        panic!("{deleted:?}");
+    };
+    assert_eq!((answer.done, answer.refused), (vec![first], vec![]));
+    assert!(node.status(first).await.is_none(), "gone");
+    assert_eq!(count(&node.list(None).await, JobState::Cancelled), 1);
+    let reused = node.submit(Some("k1")).await;
+    assert_ne!(reused, first, "the key left with its job");
+
+    // Retried by id straight from the database.
+    let retried = node
+        .ask(ClientRequest::RequeueJobs {
+            job_ids: vec![second, first],
+        })
+        .await;
+    let ClientResponse::Bulk(answer) = retried else {
+        panic!("{retried:?}");
+    };
+    assert_eq!(answer.done, vec![second]);
+    assert_eq!(answer.refused.len(), 1);
+    assert!(
+        answer.refused[0].reason.starts_with("not found"),
+        "{answer:?}"
+    );
+    assert_eq!(
+        node.status(second).await.map(|v| v.state),
+        Some(JobState::Queued)
+    );
+}

@@ -9,7 +9,9 @@ mod common;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use taskyard::config::Synchronous;
-use taskyard::protocol::{Attempt, AttemptOutcome, JobId, JobState, LeaseId, Priority, WorkerId};
+use taskyard::protocol::{
+    Attempt, AttemptOutcome, IdPrefix, JobId, JobState, LeaseId, Priority, WorkerId,
+};
 use taskyard::scheduler::{Job, JobRow};
 use taskyard::store::postgres::throwaway::ThrowawayPostgres;
 use taskyard::store::postgres::{PgTarget, PostgresReader, PostgresStore};
@@ -203,11 +205,8 @@ fn count_of(stored: &taskyard::scheduler::Stored, state: JobState) -> u64 {
 
 fn everything() -> PageFilter {
     PageFilter {
-        state: None,
-        task_type: None,
-        before: None,
-        finished_by: None,
         limit: 1000,
+        ..PageFilter::default()
     }
 }
 
@@ -530,6 +529,97 @@ fn history_reads_jobs_pages_and_summaries(b: &Backend) {
     assert!(summary.job.payload.is_empty(), "no payload bytes read");
 }
 
+fn named_finished_jobs_are_deleted_with_attempts_and_counts(b: &Backend) {
+    let mut store = b.store();
+    let done = job(1, JobState::Succeeded);
+    let failed = job(2, JobState::Failed);
+    let active = job(3, JobState::Queued);
+    store
+        .commit(&rows(&[&done, &failed, &active]))
+        .expect("commit");
+    store
+        .stage(&rows(&[&job(4, JobState::Queued)]))
+        .expect("stage");
+    let named = [done.id, failed.id, active.id, JobId::mint()];
+    assert_eq!(
+        store.delete_finished(&named).expect("delete"),
+        None,
+        "not while rows are staged"
+    );
+    store.commit(&[]).expect("commit the staged row");
+    let deleted = store.delete_finished(&named).expect("delete").expect("ran");
+    let mut ids: Vec<JobId> = deleted.iter().map(|e| e.id).collect();
+    ids.sort();
+    let mut want = vec![done.id, failed.id];
+    want.sort();
+    assert_eq!(
+        ids, want,
+        "the finished ones of those named; not the QUEUED one"
+    );
+    let mut reader = b.reader();
+    assert_eq!(reader.job(done.id).expect("read"), None);
+    assert!(reader.job(active.id).expect("read").is_some());
+    let stored = b.store().load_for_recovery(10).expect("load");
+    assert_eq!(count_of(&stored, JobState::Succeeded), 0);
+    assert_eq!(count_of(&stored, JobState::Failed), 0);
+    assert_eq!(count_of(&stored, JobState::Queued), 2);
+    assert_eq!(store.delete_finished(&[]).expect("delete"), Some(vec![]));
+}
+
+fn history_pages_filter_by_priority_and_id_prefix_in_either_order(b: &Backend) {
+    let mut store = b.store();
+    let mut low = job(1, JobState::Failed);
+    low.priority = Priority::Low;
+    let high = job(2, JobState::Failed);
+    let other = job(3, JobState::Succeeded);
+    store.commit(&rows(&[&low, &high, &other])).expect("commit");
+    let mut reader = b.reader();
+    let oldest = reader
+        .page(&PageFilter {
+            oldest_first: true,
+            ..everything()
+        })
+        .expect("page");
+    let order: Vec<u64> = oldest.iter().map(|j| j.sequence).collect();
+    assert_eq!(order, vec![1, 2, 3], "oldest first");
+    let after = reader
+        .page(&PageFilter {
+            oldest_first: true,
+            before: Some(low.order_key()),
+            limit: 1,
+            ..everything()
+        })
+        .expect("page");
+    assert_eq!(
+        after,
+        vec![high.clone()],
+        "a cursor resumes towards newer jobs"
+    );
+    let by_priority = reader
+        .page(&PageFilter {
+            priority: Some(Priority::Low),
+            ..everything()
+        })
+        .expect("page");
+    assert_eq!(by_priority, vec![low.clone()]);
+    let text = other.id.to_string();
+    let by_prefix = reader
+        .summaries(&PageFilter {
+            id_prefix: Some(IdPrefix::parse(&text[..30]).expect("prefix")),
+            ..everything()
+        })
+        .expect("summaries");
+    let found: Vec<JobId> = by_prefix.iter().map(|s| s.job.id).collect();
+    assert_eq!(found, vec![other.id]);
+    let none = reader
+        .page(&PageFilter {
+            id_prefix: Some(IdPrefix::parse("ffffffff").expect("prefix")),
+            ..everything()
+        })
+        .expect("page");
+    assert!(none.is_empty());
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -554,6 +644,8 @@ conformance!(
     recovery_loads_active_window_keys_counts_newest_and_attempts,
     expiry_deletes_old_finished_jobs_with_attempts_and_counts,
     history_reads_jobs_pages_and_summaries,
+    named_finished_jobs_are_deleted_with_attempts_and_counts,
+    history_pages_filter_by_priority_and_id_prefix_in_either_order,
 );
 
 // ---- PostgreSQL only ----

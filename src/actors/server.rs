@@ -18,7 +18,7 @@ use crate::config::CoordinatorConfig;
 use crate::config::StoreKind;
 use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
-use crate::scheduler::{CoordinatorState, Policy, RecoverySummary, Retention, Stored};
+use crate::scheduler::{CoordinatorState, RecoverySummary, Retention, Stored};
 use crate::security::tls;
 use crate::store::postgres::{PgTarget, PostgresReader, PostgresStore};
 use crate::store::{HistoryReader, JobStore, Store, StoreError};
@@ -83,8 +83,7 @@ impl CoordinatorServer {
         let client_unwritten = listeners.client.unwritten.clone();
         let worker_unwritten = listeners.worker.unwritten.clone();
         let (store, stored, postgres_readers) = open_and_load(config, &log)?;
-        let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
-        state.set_timeline_task_types(config.timeline_task_types);
+        let mut state = CoordinatorState::for_config(config, log.clone());
         let recovery = state.recover_stored(stored, clock.now());
         info!(log, "recovered"; "db" => store.describe(), "rows" => recovery.loaded,
               "stored" => recovery.stored,

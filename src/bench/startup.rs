@@ -12,8 +12,8 @@ use crate::bench::seed::{self, SeedPlan};
 use crate::bench::BenchError;
 use crate::clock::Clock;
 use crate::config::{CoordinatorConfig, PostgresUrl, StoreKind, Synchronous};
+use crate::scheduler::CoordinatorState;
 use crate::scheduler::Stored;
-use crate::scheduler::{CoordinatorState, Policy};
 use crate::store::postgres::PostgresStore;
 use crate::store::{JobStore, Store, StoreError};
 use serde::Serialize;
@@ -208,7 +208,7 @@ fn steps<S: Store>(
         .map_err(fail)?;
     let loaded = Instant::now();
     let log = Logger::root(slog::Discard, slog::o!());
-    let mut state = CoordinatorState::new(Policy::from_config(config), log);
+    let mut state = CoordinatorState::for_config(config, log);
     let summary = state.recover_stored(stored, crate::clock::SystemClock.now());
     let recovered = Instant::now();
     let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1000.0;

@@ -5,7 +5,7 @@
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use taskyard::config::{self, WorkerOptions};
+use taskyard::config::{self, ConfigError, ConfigOptions, WorkerOptions};
 use taskyard::worker::{BuildError, Worker};
 
 /// mimalloc, as in the coordinator (where it measured ~25% less CPU than the
@@ -31,7 +31,15 @@ struct Cli {
 fn main() -> ExitCode {
     taskyard::memory::disable_transparent_huge_pages();
     let cli = Cli::parse();
-    let config = match config::load::<WorkerOptions>(cli.config.as_deref(), cli.options) {
+    let flag_keys = cli.options.keys_set();
+    let file = cli.config.as_deref();
+    let loaded = config::load::<WorkerOptions>(file, cli.options).and_then(|config| {
+        config
+            .resolve_coordinators()
+            .map_err(|invalid| ConfigError::about_key(file, &flag_keys, invalid))?;
+        Ok(config)
+    });
+    let config = match loaded {
         Ok(config) => config,
         Err(e) => {
             eprintln!("taskyard-worker: {e}");

@@ -2,8 +2,8 @@
 //! unusable or insecure configuration before anything is opened.
 
 use crate::config::{
-    at_least, fits_frame, frame_size, secret, within, ConfigOptions, Invalid, LogFormat, LogLevel,
-    PostgresUrl, StoreKind, Synchronous, Validate,
+    at_least, at_most, fits_frame, frame_size, secret, within, ConfigOptions, Invalid, LogFormat,
+    LogLevel, PostgresUrl, StoreKind, Synchronous, Validate,
 };
 use crate::http::authority::Authority;
 use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
@@ -115,6 +115,10 @@ config_struct! {
         /// the flag or separate entries with commas.
         #[arg(value_delimiter = ',', value_name = "HOST[:PORT]")]
         http_allowed_hosts: Vec<String> = Vec::new(),
+        /// Most task types `/metrics` labels by name (`task_type` on the job
+        /// counters and histograms, queue gauges); task types met after
+        /// these are counted under `task_type="other"`. 0: all are `other`.
+        metrics_max_task_types: usize = crate::scheduler::metrics::DEFAULT_MAX_TASK_TYPE_LABELS,
         /// Task types the dashboard's hour of charts (`/api/timeline`)
         /// tracks one by one; jobs of further types count as `other`.
         timeline_task_types: usize = crate::scheduler::timeline::DEFAULT_TASK_TYPES,
@@ -292,6 +296,11 @@ impl Validate for CoordinatorConfig {
         )?;
         at_least("expiry-interval-millis", self.expiry_interval_millis, 10)?;
         at_least("expiry-batch-rows", self.expiry_batch_rows as u64, 1)?;
+        at_most(
+            "metrics-max-task-types",
+            self.metrics_max_task_types as u64,
+            MAX_TASK_TYPE_LABELS,
+        )?;
         within_u64(
             "timeline-task-types",
             self.timeline_task_types as u64,
@@ -424,6 +433,8 @@ impl CoordinatorConfig {
 /// 12 KiB: an hour of minutes).
 pub const MAX_TIMELINE_TASK_TYPES: usize = 1000;
 pub const MIN_LEADER_LEASE_MILLIS: u64 = 300;
+/// Largest `metrics-max-task-types`: each label is some 50 series.
+pub const MAX_TASK_TYPE_LABELS: u64 = 1000;
 /// Longest `leader-lease-millis` (one hour): a longer lease only delays
 /// takeover after a crash.
 pub const MAX_LEADER_LEASE_MILLIS: u64 = 3_600_000;

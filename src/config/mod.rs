@@ -47,6 +47,10 @@ macro_rules! config_struct {
                 $name { $( $field: self.$field.unwrap_or(defaults.$field), )* }
             }
 
+            fn keys() -> Vec<String> {
+                vec![$( stringify!($field).replace('_', "-"), )*]
+            }
+
             fn keys_set(&self) -> Vec<String> {
                 let mut keys = Vec::new();
                 $( if self.$field.is_some() { keys.push(stringify!($field).replace('_', "-")); } )*
@@ -57,10 +61,12 @@ macro_rules! config_struct {
 }
 
 mod coordinator;
+mod suggest;
 mod worker;
 
 pub use coordinator::CoordinatorConfig;
 pub use coordinator::CoordinatorOptions;
+pub use suggest::Position;
 pub use worker::{WorkerConfig, WorkerOptions};
 
 use crate::security::Secret;
@@ -70,14 +76,49 @@ use std::path::Path;
 use std::str::FromStr;
 use thiserror::Error;
 
-/// A configuration problem: which key, from which source, and why.
+/// A configuration problem: which key, from which source (and where in
+/// the file, for a syntax error or an unknown key), and why.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{source_name}: {}{reason}", key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
 pub struct ConfigError {
     /// The file path, or `command line`.
     pub source_name: String,
+    /// Where in the file the problem is, when the parser could tell.
+    pub position: Option<Position>,
     pub key: Option<String>,
     pub reason: String,
+}
+
+/// `FILE:LINE:COLUMN: key `KEY`: REASON`, the parts that are known: the
+/// form editors and terminals turn into a link to the spot.
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source_name)?;
+        if let Some(p) = self.position {
+            write!(f, ":{}:{}", p.line, p.column)?;
+        }
+        f.write_str(": ")?;
+        if let Some(key) = &self.key {
+            write!(f, "key `{key}`: ")?;
+        }
+        f.write_str(&self.reason)
+    }
+}
+
+impl ConfigError {
+    /// An error about `key` of a loaded config, blamed on the source that
+    /// set it: the command line if a flag did (`flag_keys`), else `file`.
+    pub fn about_key(file: Option<&Path>, flag_keys: &[String], invalid: Invalid) -> Self {
+        let (key, reason) = invalid;
+        ConfigError {
+            source_name: match file {
+                Some(path) if !flag_keys.contains(&key) => path.display().to_string(),
+                _ => "command line".to_string(),
+            },
+            position: None,
+            key: Some(key),
+            reason,
+        }
+    }
 }
 
 /// One source's view of a config: every key optional.
@@ -88,6 +129,8 @@ pub trait ConfigOptions: Default + for<'de> Deserialize<'de> {
     fn overlaid_with(self, over: Self) -> Self;
     /// Fills every unset key with its default.
     fn resolve(self) -> Self::Resolved;
+    /// The kebab-case names of every key.
+    fn keys() -> Vec<String>;
     /// The kebab-case names of the keys this source set.
     fn keys_set(&self) -> Vec<String>;
 }
@@ -102,36 +145,50 @@ pub trait Validate {
 pub fn load<O: ConfigOptions>(file: Option<&Path>, flags: O) -> Result<O::Resolved, ConfigError> {
     let flag_keys = flags.keys_set();
     let config = read_file::<O>(file)?.overlaid_with(flags).resolve();
-    config.validate().map_err(|(key, reason)| ConfigError {
-        source_name: match file {
-            Some(path) if !flag_keys.contains(&key) => path.display().to_string(),
-            _ => "command line".to_string(),
-        },
-        key: Some(key),
-        reason,
-    })?;
+    config
+        .validate()
+        .map_err(|invalid| ConfigError::about_key(file, &flag_keys, invalid))?;
     Ok(config)
 }
 
 /// Parses a config file into the options struct. A missing file, a syntax
-/// error, an unknown key or a value of the wrong type names the file and key.
-fn read_file<T: for<'de> Deserialize<'de> + Default>(
-    file: Option<&Path>,
-) -> Result<T, ConfigError> {
+/// error, an unknown key or a value of the wrong type names the file, the
+/// key and, where the parser says, the line and column; an unknown key
+/// names the known key it most resembles.
+fn read_file<O: ConfigOptions>(file: Option<&Path>) -> Result<O, ConfigError> {
     let Some(path) = file else {
-        return Ok(T::default());
+        return Ok(O::default());
     };
     let source_name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
         source_name: source_name.clone(),
+        position: None,
         key: None,
         reason: format!("cannot read: {e}"),
     })?;
-    toml::from_str(&text).map_err(|e| ConfigError {
-        key: e.span().and_then(|span| key_at(&text, span.start)),
-        source_name,
-        reason: e.message().to_string(),
+    toml::from_str(&text).map_err(|e| {
+        let key = e.span().and_then(|span| key_at(&text, span.start));
+        ConfigError {
+            position: e.span().map(|span| Position::of(&text, span.start)),
+            reason: explain::<O>(e.message(), key.as_deref()),
+            key,
+            source_name,
+        }
     })
+}
+
+/// The parser's message, on one line; for an unknown key, the key it was
+/// probably meant to be instead of the parser's list of every key.
+fn explain<O: ConfigOptions>(message: &str, key: Option<&str>) -> String {
+    match key.filter(|_| message.starts_with("unknown field")) {
+        Some(unknown) => match suggest::closest(unknown, &O::keys()) {
+            Some(meant) => format!("unknown key; did you mean `{meant}`?"),
+            None => "unknown key (`--help` lists every key; a file's keys are the flags' \
+                     names without the leading `--`)"
+                .to_string(),
+        },
+        None => message.lines().collect::<Vec<_>>().join("; "),
+    }
 }
 
 /// The key on the line containing byte `offset` (`key = value`).
@@ -152,6 +209,16 @@ pub(super) fn at_least(key: &str, value: u64, min: u64) -> Result<(), Invalid> {
         return Err((
             key.to_string(),
             format!("{value} is below the minimum of {min}"),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn at_most(key: &str, value: u64, max: u64) -> Result<(), Invalid> {
+    if value > max {
+        return Err((
+            key.to_string(),
+            format!("{value} is above the maximum of {max}"),
         ));
     }
     Ok(())
@@ -395,7 +462,61 @@ mod tests {
             .expect_err("unknown key");
         assert_eq!(err.key.as_deref(), Some("heartbeat-timout-millis"));
         assert_eq!(err.source_name, f.path().display().to_string());
-        assert!(err.reason.contains("unknown field"), "{err}");
+        assert_eq!(err.position, Some(Position { line: 2, column: 1 }));
+        assert_eq!(
+            err.reason,
+            "unknown key; did you mean `heartbeat-timeout-millis`?"
+        );
+        assert!(
+            err.to_string().starts_with(&format!(
+                "{}:2:1: key `heartbeat-timout-millis`",
+                err.source_name
+            )),
+            "{err}"
+        );
+        let f = file_with("capacity = 2\nflavour = \"vanilla\"\n");
+        let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("unknown");
+        assert!(err.reason.starts_with("unknown key (`--help`"), "{err}");
+        assert!(
+            !err.reason.contains("coordinator"),
+            "no list of every key: {err}"
+        );
+    }
+
+    #[test]
+    fn metrics_max_task_types_is_bounded_and_the_example_states_its_default() {
+        let f = file_with("metrics-max-task-types = 1001\n");
+        let err = load::<CoordinatorOptions>(Some(f.path()), Default::default())
+            .expect_err("above the maximum");
+        assert_eq!(err.key.as_deref(), Some("metrics-max-task-types"));
+        assert!(err.reason.contains("maximum of 1000"), "{err}");
+        let f = file_with("metrics-max-task-types = 0\n");
+        let c = load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect("0 is valid");
+        assert_eq!(c.metrics_max_task_types, 0);
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/coordinator.toml");
+        let c = load::<CoordinatorOptions>(Some(&example), Default::default()).expect("loads");
+        assert_eq!(
+            c.metrics_max_task_types,
+            CoordinatorConfig::default().metrics_max_task_types
+        );
+        assert!(std::fs::read_to_string(&example)
+            .unwrap_or_default()
+            .contains("\nmetrics-max-task-types = "));
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_file_line_and_column() {
+        let f = file_with("capacity = 2\nheartbeat-interval-millis = = 3\n");
+        let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("syntax");
+        assert_eq!(err.position.map(|p| p.line), Some(2));
+        assert_eq!(err.key.as_deref(), Some("heartbeat-interval-millis"));
+        assert!(!err.reason.contains('\n'), "one line: {err}");
+        let shown = err.to_string();
+        let at = format!("{}:2:", f.path().display());
+        assert!(shown.starts_with(&at), "{shown}");
+        let f = file_with("[unclosed\n");
+        let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("syntax");
+        assert_eq!(err.position.map(|p| p.line), Some(1), "{err}");
     }
 
     #[test]

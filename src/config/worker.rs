@@ -69,6 +69,27 @@ impl WorkerConfig {
     }
 }
 
+impl WorkerConfig {
+    /// The start-up check of `coordinator` beyond its syntax (which
+    /// `validate` checks): at least one of its addresses resolves, so a
+    /// name that does not exist stops the worker at once instead of being
+    /// retried for ever. Addresses that do not resolve while another does
+    /// are left to the reconnect loop (a standby that is not up yet).
+    pub fn resolve_coordinators(&self) -> Result<(), Invalid> {
+        let addrs = crate::protocol::parse_address_list(&self.coordinator)
+            .map_err(|e| ("coordinator".to_string(), e.to_string()))?;
+        let mut failures = Vec::new();
+        for addr in &addrs {
+            match std::net::ToSocketAddrs::to_socket_addrs(addr.as_str()) {
+                Ok(resolved) if resolved.len() > 0 => return Ok(()),
+                Ok(_) => failures.push(format!("{addr:?} resolves to no address")),
+                Err(e) => failures.push(format!("{addr:?} does not resolve ({e})")),
+            }
+        }
+        Err(("coordinator".to_string(), failures.join("; ")))
+    }
+}
+
 fn default_capacity() -> u32 {
     std::thread::available_parallelism()
         .map(|n| n.get() as u32)

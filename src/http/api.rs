@@ -79,7 +79,7 @@ impl ListParams {
             Some("oldest") => ListOrder::OldestFirst,
             Some(other) => return Err(bad("order", &format!("{other:?} is not newest or oldest"))),
         };
-        let limit = match given(self.limit) {
+        let limit = match self.limit {
             Some(text) => limits::LIST_LIMIT
                 .parse(&text)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?
@@ -115,12 +115,17 @@ pub async fn get_job(link: Link, id: web::Path<String>) -> ApiResult {
     job_answer(link.request(ClientRequest::Status { job_id }).await?)
 }
 
-pub async fn cancel_job(link: Link, id: web::Path<String>) -> ApiResult {
+pub async fn cancel_job(link: Link, id: web::Path<String>, body: web::Bytes) -> ApiResult {
+    empty_object(&body)?;
     let job_id = resolve(&link, &id).await?;
     job_answer(link.request(ClientRequest::Cancel { job_id }).await?)
 }
 
 pub async fn submit_job(link: Link, body: web::Bytes) -> ApiResult {
+    // serde would also read a struct from a JSON array.
+    if !body.trim_ascii_start().starts_with(b"{") {
+        return Err(ApiError::bad_request("body: expected a JSON object"));
+    }
     let body: SubmitBody =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
     let request = body
@@ -246,6 +251,19 @@ fn invalid_submission(reason: String) -> ApiError {
         "invalid_submission",
         reason,
     )
+}
+
+/// The body of an action that takes none: nothing, or `{}`.
+pub fn empty_object(body: &[u8]) -> Result<(), ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(map)) if map.is_empty() => Ok(()),
+        _ => Err(ApiError::bad_request(
+            "body: this action takes no body, or {}",
+        )),
+    }
 }
 
 /// The job a path's `{id}` names: a whole id, or a prefix of at least

@@ -19,7 +19,8 @@
 //!    which this server never grants. POST is the only method besides the
 //!    safe ones that a form or a fetch can send cross-site without one: a
 //!    DELETE (or PUT, PATCH) from another site always needs the preflight,
-//!    so it needs no content type here (and an unserved method gets its 405).
+//!    so it needs no content type here (and an unserved method gets its 405;
+//!    so does a POST to a path that serves none).
 
 use crate::http::authority::{Authority, HostName, Origin};
 use crate::http::error::ApiError;
@@ -108,10 +109,21 @@ impl ListenerHosts {
 
 /// Applies the rules in the module doc to one request. Pure: no I/O.
 pub fn check(method: &Method, headers: &HeaderMap, hosts: &ListenerHosts) -> Result<(), Refusal> {
+    check_served(method, headers, hosts, *method == Method::POST)
+}
+
+/// `check`, with rule 3 applied only when `json_rule` says so: a POST to a
+/// path that serves POST (any other POST is answered 405 and runs nothing).
+pub fn check_served(
+    method: &Method,
+    headers: &HeaderMap,
+    hosts: &ListenerHosts,
+    json_rule: bool,
+) -> Result<(), Refusal> {
     let host = check_host(headers, hosts)?;
     check_origin(headers, host.as_ref())?;
     check_fetch_site(method, headers)?;
-    if *method == Method::POST {
+    if json_rule {
         check_json(method, headers)?;
     }
     Ok(())
@@ -194,7 +206,11 @@ pub async fn enforce(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
     let verdict = match req.app_data::<web::Data<ListenerHosts>>() {
-        Some(hosts) => check(req.method(), req.headers(), hosts),
+        Some(hosts) => {
+            let json_rule =
+                *req.method() == Method::POST && crate::http::server::serves("POST", req.path());
+            check_served(req.method(), req.headers(), hosts, json_rule)
+        }
         None => Err(Refusal::MisdirectedHost {
             host: "(listener addresses not configured)".into(),
             bound: SocketAddr::from(([0, 0, 0, 0], 0)),

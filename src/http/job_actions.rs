@@ -3,7 +3,7 @@
 //! (`Requeue`, `RequeueJobs`, `RequeueFailed`, `Delete`, `DeleteFinished`,
 //! `Queues`), answered once durable like every other.
 
-use crate::http::api::{job_answer, resolve, ApiResult, Link};
+use crate::http::api::{empty_object, job_answer, resolve, ApiResult, Link};
 use crate::http::error::ApiError;
 use crate::protocol::payloads::validate_task_type;
 use crate::protocol::{
@@ -18,18 +18,9 @@ use serde_json::Value;
 /// `more` in the answer says when it stopped there.
 pub const MAX_FILTER_ROUNDS: usize = 10;
 
-/// The body of `POST /api/jobs/retry` and `POST /api/jobs/delete`:
-/// exactly one of `job_ids` (whole ids) and `filter`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BulkBody {
-    #[serde(default)]
-    job_ids: Option<Vec<String>>,
-    #[serde(default)]
-    filter: Option<BulkFilter>,
-}
-
-/// Which finished jobs a filter-form call acts on.
+/// Which finished jobs a filter-form call acts on: the `filter` of the
+/// body of `POST /api/jobs/retry` and `POST /api/jobs/delete`, whose other
+/// form is `job_ids` (whole ids); exactly one of the two is given.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BulkFilter {
@@ -53,14 +44,30 @@ enum Selection {
 }
 
 fn parse_body(body: &[u8]) -> Result<Selection, ApiError> {
-    let body: BulkBody =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
-    match (body.job_ids, body.filter) {
-        (Some(ids), None) => parse_ids(&ids).map(Selection::Ids),
-        (None, Some(filter)) => parse_filter(filter),
-        _ => Err(ApiError::bad_request(
-            "body: give exactly one of job_ids and filter",
-        )),
+    let bad = |why: String| ApiError::bad_request(format!("body: {why}"));
+    let body: serde_json::Map<String, Value> =
+        serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+    if let Some(key) = body
+        .keys()
+        .find(|k| !matches!(k.as_str(), "job_ids" | "filter"))
+    {
+        return Err(bad(format!(
+            "unknown field {key:?}; give job_ids or filter"
+        )));
+    }
+    match (body.get("job_ids"), body.get("filter")) {
+        (Some(ids), None) => {
+            let ids: Vec<String> =
+                serde_json::from_value(ids.clone()).map_err(|e| bad(format!("job_ids: {e}")))?;
+            parse_ids(&ids).map(Selection::Ids)
+        }
+        (None, Some(filter)) if !filter.is_object() => Err(bad("filter: not an object".into())),
+        (None, Some(filter)) => {
+            let filter: BulkFilter =
+                serde_json::from_value(filter.clone()).map_err(|e| bad(format!("filter: {e}")))?;
+            parse_filter(filter)
+        }
+        _ => Err(bad("give exactly one of job_ids and filter".into())),
     }
 }
 
@@ -105,7 +112,8 @@ fn parse_filter(filter: BulkFilter) -> Result<Selection, ApiError> {
 }
 
 /// `POST /api/jobs/{id}/retry`: one FAILED or CANCELLED job back to QUEUED.
-pub async fn retry_job(link: Link, id: web::Path<String>) -> ApiResult {
+pub async fn retry_job(link: Link, id: web::Path<String>, body: web::Bytes) -> ApiResult {
+    empty_object(&body)?;
     let job_id = resolve(&link, &id).await?;
     match link.request(ClientRequest::Requeue { job_id }).await? {
         ClientResponse::Requeued { .. } => {

@@ -1,19 +1,25 @@
-//! `GET /metrics`: the Prometheus text exposition format (version 0.0.4),
-//! written by hand from one durable `StatsSnapshot`. Gauges come from the
-//! coordinator's state, counters and histograms from its `Metrics`.
+//! `GET /metrics` (and `HEAD`): the Prometheus text exposition format
+//! (version 0.0.4), written by hand from one durable `StatsSnapshot`.
+//! Gauges come from the coordinator's state, counters and histograms from
+//! its `Metrics`, the job families labelled by task type
+//! (`metrics_by_task_type`), then the standard `process_*` families.
 
 use crate::actors::node::{NodeRole, NodeView};
 use crate::http::api::fetch_stats;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::dto::free_capacity;
 use crate::http::error::ApiError;
-use crate::scheduler::metrics::Histogram;
+use crate::http::exposition::{family, histogram, single};
+use crate::http::metrics_by_task_type as by_task_type;
+use crate::http::process_metrics;
+use crate::scheduler::metrics::Metrics;
 use crate::scheduler::StatsSnapshot;
 use actix_web::{web, HttpResponse};
 use std::fmt::Write;
 
-/// Every metric family exported, for the README and the tests.
-pub const FAMILIES: [&str; 22] = [
+/// Every taskyard metric family exported by a leading coordinator, for the
+/// README and the tests; `process_metrics::PROCESS_FAMILIES` come too.
+pub const FAMILIES: [&str; 25] = [
     "taskyard_jobs",
     "taskyard_jobs_submitted_total",
     "taskyard_jobs_succeeded_total",
@@ -22,6 +28,8 @@ pub const FAMILIES: [&str; 22] = [
     "taskyard_jobs_cancelled_total",
     "taskyard_jobs_rejected_total",
     "taskyard_queue_depth",
+    "taskyard_queue_oldest_age_seconds",
+    "taskyard_queue_unserved_jobs",
     "taskyard_jobs_delayed",
     "taskyard_job_submit_to_start_seconds",
     "taskyard_job_run_seconds",
@@ -36,6 +44,7 @@ pub const FAMILIES: [&str; 22] = [
     "taskyard_leader",
     "taskyard_leader_epoch",
     "taskyard_leader_changes_total",
+    "taskyard_metrics_task_types_folded",
 ];
 
 /// A standby (or a node still recovering) has no job state to show: it
@@ -48,6 +57,8 @@ pub async fn metrics(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, A
         Err(e) => return Err(e),
     };
     leadership(&mut out, &link.view);
+    process_metrics::render(&mut out);
+    // HEAD gets the same status and headers; actix-web drops the body.
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(out))
@@ -97,46 +108,29 @@ pub fn render(s: &StatsSnapshot) -> String {
         let state = c.state.to_string().to_ascii_lowercase();
         let _ = writeln!(out, "taskyard_jobs{{state=\"{state}\"}} {}", c.count);
     }
-    let counters = [
-        ("submitted", "Jobs admitted.", m.submitted),
-        ("succeeded", "Jobs that ended SUCCEEDED.", m.succeeded),
-        ("failed", "Jobs that ended FAILED.", m.failed),
-        (
-            "retried",
-            "Attempts that failed and were scheduled for retry.",
-            m.retried,
-        ),
-        ("cancelled", "Jobs cancelled by a client.", m.cancelled),
-        (
-            "rejected",
-            "Submissions refused (invalid or over the admission limit).",
-            m.rejected,
-        ),
-    ];
-    for (name, help, value) in counters {
-        let full = format!("taskyard_jobs_{name}_total");
-        family(&mut out, &full, "counter", help);
-        let _ = writeln!(out, "{full} {value}");
-    }
-    queue_depth(&mut out, s);
-    histogram(
+    by_task_type::job_counters(&mut out, m);
+    single(
         &mut out,
-        "taskyard_job_submit_to_start_seconds",
-        "Submission to the start of the first attempt.",
-        &m.submit_to_start,
+        "taskyard_jobs_rejected_total",
+        "counter",
+        "Submissions refused (invalid or over the admission limit).",
+        m.rejected,
     );
-    histogram(
+    by_task_type::queues(&mut out, s);
+    single(
         &mut out,
-        "taskyard_job_run_seconds",
-        "Assignment to the end of an attempt.",
-        &m.run_time,
+        "taskyard_jobs_delayed",
+        "gauge",
+        "QUEUED jobs waiting for their not-before time.",
+        s.delayed,
     );
+    by_task_type::histograms(&mut out, m);
     single(
         &mut out,
         "taskyard_workers_connected",
         "gauge",
         "Registered workers.",
-        s.workers.len() as u64,
+        s.workers.len(),
     );
     single(
         &mut out,
@@ -152,33 +146,37 @@ pub fn render(s: &StatsSnapshot) -> String {
         "Results dropped because their lease was no longer current.",
         m.stale_results,
     );
+    persistence(&mut out, m);
+    build_info(out)
+}
+
+fn persistence(out: &mut String, m: &Metrics) {
     histogram(
-        &mut out,
+        out,
         "taskyard_persistence_batch_rows",
-        "Rows committed per SQLite transaction.",
+        "Rows committed per database transaction.",
         &m.batch_rows,
     );
     histogram(
-        &mut out,
+        out,
         "taskyard_persistence_commit_seconds",
         "Time from sending a batch to its commit.",
         &m.commit_latency,
     );
     single(
-        &mut out,
+        out,
         "taskyard_persistence_commit_failures_total",
         "counter",
         "Commits that failed (each retry counts); answers wait for a later one.",
         m.commit_failures,
     );
     single(
-        &mut out,
+        out,
         "taskyard_persistence_commits_failing",
         "gauge",
         "1 while the last commit failed (an outage: answers are held), else 0.",
         u64::from(m.commits_failing),
     );
-    build_info(out)
 }
 
 fn build_info(mut out: String) -> String {
@@ -194,42 +192,4 @@ fn build_info(mut out: String) -> String {
         env!("CARGO_PKG_VERSION")
     );
     out
-}
-
-fn queue_depth(out: &mut String, s: &StatsSnapshot) {
-    family(
-        out,
-        "taskyard_queue_depth",
-        "gauge",
-        "Ready QUEUED jobs per base priority.",
-    );
-    for (p, n) in s.depth_by_priority() {
-        let _ = writeln!(out, "taskyard_queue_depth{{priority=\"{p}\"}} {n}");
-    }
-    single(
-        out,
-        "taskyard_jobs_delayed",
-        "gauge",
-        "QUEUED jobs waiting for their not-before time.",
-        s.delayed,
-    );
-}
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-fn single(out: &mut String, name: &str, kind: &str, help: &str, value: u64) {
-    family(out, name, kind, help);
-    let _ = writeln!(out, "{name} {value}");
-}
-
-fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
-    family(out, name, "histogram", help);
-    for (bound, count) in h.cumulative() {
-        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
-    }
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
-    let _ = writeln!(out, "{name}_sum {}", h.sum);
-    let _ = writeln!(out, "{name}_count {}", h.count);
 }

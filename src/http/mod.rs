@@ -12,9 +12,12 @@ pub mod browser_rules;
 pub mod dashboard;
 pub mod dto;
 pub mod error;
+pub mod exposition;
 pub mod health;
 pub mod job_actions;
 pub mod metrics;
+pub mod metrics_by_task_type;
+pub mod process_metrics;
 pub mod server;
 
 pub use bridge::CoordinatorLink;

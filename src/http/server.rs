@@ -16,12 +16,13 @@ use std::net::TcpListener;
 
 /// (method, path) of every route `routes` registers; tests check each is
 /// served and described in the OpenAPI document.
-pub const ROUTES: [(&str, &str); 19] = [
+pub const ROUTES: [(&str, &str); 20] = [
     ("GET", "/"),
     ("GET", "/assets/{name}"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
+    ("HEAD", "/metrics"),
     ("GET", "/api/openapi.json"),
     ("GET", "/api/jobs"),
     ("POST", "/api/jobs"),
@@ -37,6 +38,21 @@ pub const ROUTES: [(&str, &str); 19] = [
     ("GET", "/api/queues"),
     ("GET", "/api/cluster"),
 ];
+
+/// True when a route serves `method` at `path` (a request path; `{id}`
+/// in a route matches any one segment).
+pub fn serves(method: &str, path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    ROUTES.iter().any(|(m, route)| {
+        let pattern: Vec<&str> = route.split('/').collect();
+        *m == method
+            && pattern.len() == segments.len()
+            && pattern
+                .iter()
+                .zip(&segments)
+                .all(|(p, s)| p == s || (p.starts_with('{') && !s.is_empty()))
+    })
+}
 
 /// The methods `path` serves, as an `Allow` header lists them.
 pub fn allowed_methods(path: &str) -> String {
@@ -54,6 +70,24 @@ fn resource(path: &'static str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(api::method_not_allowed))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serves_matches_routes_with_their_id_segment() {
+        assert!(serves("POST", "/api/jobs"));
+        assert!(serves("POST", "/api/jobs/0193ab/cancel"));
+        assert!(serves("DELETE", "/api/jobs/0193ab"));
+        assert!(!serves("POST", "/api/jobs/0193ab"));
+        assert!(!serves("POST", "/api/queues"));
+        assert!(!serves("GET", "/api/jobs//cancel"));
+        assert_eq!(allowed_methods("/api/jobs/{id}"), "GET, DELETE");
+        assert!(serves("HEAD", "/metrics"));
+        assert_eq!(allowed_methods("/metrics"), "GET, HEAD");
+    }
+}
+
 /// Every route, for `App::configure`. The OpenAPI document lists the same
 /// paths (a test checks it). `/api/jobs/retry` and `/api/jobs/delete` come
 /// before `/api/jobs/{id}`, so they are never taken for an id.
@@ -62,7 +96,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(resource("/assets/{name}").route(web::get().to(dashboard::asset)))
         .service(resource("/healthz").route(web::get().to(health::healthz)))
         .service(resource("/readyz").route(web::get().to(health::readyz)))
-        .service(resource("/metrics").route(web::get().to(metrics::metrics)))
+        .service(
+            resource("/metrics")
+                .route(web::get().to(metrics::metrics))
+                .route(web::head().to(metrics::metrics)),
+        )
         .service(resource("/api/openapi.json").route(web::get().to(api::openapi)))
         .service(
             resource("/api/jobs")

@@ -29,7 +29,7 @@ pub struct IdPrefix(String);
 /// Why text is not an id prefix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdPrefixError {
-    #[error("{0:?} is not a job id or id prefix: use hex digits (0-9, a-f), with or without '-'")]
+    #[error("{0:?} is not a job id or id prefix: use hex digits (0-9, a-f), with or without single '-' between them")]
     NotHex(String),
     #[error("{0:?} is not a job id or id prefix: it is empty")]
     Empty(String),
@@ -43,14 +43,20 @@ impl IdPrefix {
     /// Normalises `text`: hyphens dropped and put back where a whole id has
     /// them, letters lowercased. Refuses anything but hex digits and hyphens.
     pub fn parse(text: &str) -> Result<IdPrefix, IdPrefixError> {
-        let trimmed = text.trim();
+        let trimmed = text;
         let mut digits = String::with_capacity(32);
+        let mut last = '-';
         for c in trimmed.chars() {
             match c {
-                '-' => {}
+                // Hyphens only between digits, one at a time.
+                '-' if last != '-' => {}
                 c if c.is_ascii_hexdigit() => digits.push(c.to_ascii_lowercase()),
                 _ => return Err(IdPrefixError::NotHex(text.to_string())),
             }
+            last = c;
+        }
+        if last == '-' && !digits.is_empty() {
+            return Err(IdPrefixError::NotHex(text.to_string()));
         }
         if digits.is_empty() {
             return Err(IdPrefixError::Empty(text.to_string()));

@@ -71,6 +71,11 @@ impl CoordinatorState {
         let mut seen = HashSet::new();
         running.retain(|a| seen.insert(a.job_id));
         let claimed: HashSet<JobId> = running.iter().map(|a| a.job_id).collect();
+        // Its task types' counters are exported from now on, at zero until
+        // used, so a rate over them starts at the first job.
+        for task_type in &task_types {
+            self.metrics.by_task_type.register(task_type);
+        }
         let kept = self.register_replacing(&worker, session, capacity, task_types, &claimed, now);
         info!(self.log, "worker registered"; "worker" => %worker, "capacity" => capacity,
               "claims" => running.len());

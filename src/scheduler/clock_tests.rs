@@ -317,6 +317,7 @@ fn stored_retry_and_delay_times_become_timers_relative_to_the_wall_clock_at_star
     let start = Now {
         wall_ms: clock.now_millis(),
         mono_ms: 42,
+        mono_us: 42_000,
     };
     let mut recovered = state();
     recovered.recover(rows, start);

@@ -1,16 +1,23 @@
 //! Counters, histograms and the one-minute throughput window, updated by
 //! `CoordinatorState` at the same places the state changes (submission,
 //! assignment, every transition, stale results) and by the `Coordinator`
-//! actor for persistence batches. Fixed-size storage: recording never
-//! allocates, so it costs nothing noticeable on the scheduling hot path.
+//! actor for persistence batches. Fixed-size storage: recording allocates
+//! only when a task type is met for the first time (`ByTaskType`), so it
+//! costs nothing noticeable on the scheduling hot path. Durations are
+//! measured on the monotonic clock in microseconds and exported as seconds.
 
+use crate::clock::Now;
 use crate::protocol::JobState;
 use crate::scheduler::job::Job;
+use crate::scheduler::task_type_metrics::ByTaskType;
 
-/// Buckets (upper bounds, seconds) for waits and run times: 1 ms to 10 min.
-pub const SECONDS_BUCKETS: [f64; 14] = [
-    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 600.0,
+/// Buckets (upper bounds, seconds) for waits and run times: 100 µs to 1 h.
+pub const SECONDS_BUCKETS: [f64; 20] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0, 600.0, 3600.0,
 ];
+/// Default of `metrics-max-task-types`.
+pub const DEFAULT_MAX_TASK_TYPE_LABELS: usize = 50;
 /// Buckets for commit latency (seconds): 100 µs to 5 s.
 pub const COMMIT_BUCKETS: [f64; 12] = [
     0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
@@ -115,17 +122,11 @@ fn slot(second: i64) -> usize {
 /// Everything `/metrics` exports that is not derived from current state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metrics {
-    pub submitted: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    pub retried: u64,
-    pub cancelled: u64,
+    /// Job counters and latency histograms per task type label.
+    pub by_task_type: ByTaskType,
+    /// Submissions refused; not by task type: a refused one may name any.
     pub rejected: u64,
     pub stale_results: u64,
-    /// Submission to the start of the first attempt.
-    pub submit_to_start: Histogram,
-    /// Assignment to the end of an attempt, however it ended.
-    pub run_time: Histogram,
     pub batch_rows: Histogram,
     pub commit_latency: Histogram,
     /// Commits that failed (each retry counts).
@@ -138,15 +139,9 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
-            submitted: 0,
-            succeeded: 0,
-            failed: 0,
-            retried: 0,
-            cancelled: 0,
+            by_task_type: ByTaskType::new(DEFAULT_MAX_TASK_TYPE_LABELS),
             rejected: 0,
             stale_results: 0,
-            submit_to_start: Histogram::new(&SECONDS_BUCKETS),
-            run_time: Histogram::new(&SECONDS_BUCKETS),
             batch_rows: Histogram::new(&BATCH_BUCKETS),
             commit_latency: Histogram::new(&COMMIT_BUCKETS),
             commit_failures: 0,
@@ -157,33 +152,62 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Metrics whose job counters label at most `max_task_types` task
+    /// types by name (`metrics-max-task-types`).
+    pub fn with_task_type_limit(max_task_types: usize) -> Self {
+        Metrics {
+            by_task_type: ByTaskType::new(max_task_types),
+            ..Metrics::default()
+        }
+    }
+
+    /// Counts a job admitted.
+    pub fn record_submission(&mut self, task_type: &str) {
+        self.by_task_type.counters_mut(task_type).submitted += 1;
+    }
+
     /// Counts a transition `CoordinatorState::transition` just applied to
-    /// `job` (already in its new state) from `from`.
-    pub fn record_transition(&mut self, job: &Job, from: JobState, now: i64) {
+    /// `job` (already in its new state) from `from`. `stage_started_us`
+    /// is the monotonic microsecond at which the job's previous stage
+    /// began: for a QUEUED job, when it became ready (submitted, released
+    /// from its delay, requeued or back from a retry wait), for a RUNNING
+    /// one, when its attempt started. Without it (not expected) the
+    /// stored wall times are used, to the millisecond.
+    pub fn record_transition(
+        &mut self,
+        job: &Job,
+        from: JobState,
+        stage_started_us: Option<i64>,
+        now: Now,
+    ) {
+        let elapsed = |fallback_wall: i64| {
+            let since = stage_started_us.unwrap_or_else(|| now.mono_us_at(fallback_wall));
+            micros_to_seconds(now.mono_us.saturating_sub(since))
+        };
+        let counters = self.by_task_type.counters_mut(&job.task_type);
         if from == JobState::Running {
-            if let Some(at) = job.assigned_at {
-                self.run_time.observe(seconds_between(at, now));
-            }
+            let assigned = job.assigned_at.unwrap_or(now.wall_ms);
+            counters.run_time.observe(elapsed(assigned));
         }
         match job.state {
-            JobState::Succeeded => self.succeeded += 1,
-            JobState::Failed => self.failed += 1,
-            JobState::Cancelled => self.cancelled += 1,
-            JobState::RetryWait => self.retried += 1,
-            JobState::Running if job.attempts == 1 => self
-                .submit_to_start
-                .observe(seconds_between(job.submitted_at, now)),
+            JobState::Succeeded => counters.succeeded += 1,
+            JobState::Failed => counters.failed += 1,
+            JobState::Cancelled => counters.cancelled += 1,
+            JobState::RetryWait => counters.retried += 1,
+            JobState::Running if job.attempts == 1 => {
+                counters.submit_to_start.observe(elapsed(job.ready_at()))
+            }
             _ => {}
         }
         if job.state.is_terminal() {
-            self.throughput.record(now);
+            self.throughput.record(now.wall_ms);
         }
     }
 }
 
-/// Milliseconds to seconds for histograms; a clock step back counts as 0.
-pub fn seconds_between(from: i64, to: i64) -> f64 {
-    to.saturating_sub(from).max(0) as f64 / 1000.0
+/// Microseconds to seconds for histograms; a negative span counts as 0.
+pub fn micros_to_seconds(us: i64) -> f64 {
+    us.max(0) as f64 / 1_000_000.0
 }
 
 #[cfg(test)]

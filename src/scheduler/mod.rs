@@ -22,6 +22,7 @@ pub mod row;
 pub mod state;
 pub mod submission;
 pub mod sweep;
+pub mod task_type_metrics;
 pub mod timeline;
 pub mod workers;
 
@@ -29,6 +30,8 @@ pub mod workers;
 mod clock_tests;
 #[cfg(test)]
 mod invariant_tests;
+#[cfg(test)]
+mod metrics_tests;
 #[cfg(test)]
 mod ordering_tests;
 #[cfg(test)]

@@ -32,6 +32,8 @@ pub struct QueueDepth {
     pub task_type: String,
     pub priority: Priority,
     pub depth: u64,
+    /// When the oldest of them became ready (unix milliseconds).
+    pub oldest_ready_at: i64,
 }
 
 /// The state and counters at one instant.
@@ -219,11 +221,12 @@ impl CoordinatorState {
             .collect();
         let mut queues: Vec<QueueDepth> = self
             .queues
-            .depths()
-            .map(|(task_type, priority, depth)| QueueDepth {
+            .heads()
+            .map(|(task_type, priority, depth, head)| QueueDepth {
                 task_type: task_type.to_string(),
                 priority,
                 depth: depth as u64,
+                oldest_ready_at: head.0,
             })
             .collect();
         queues.sort_by(|a, b| (&a.task_type, b.priority).cmp(&(&b.task_type, a.priority)));
@@ -364,7 +367,14 @@ mod tests {
         assert_eq!(stats.counts.len(), JobState::ALL.len());
         assert_eq!(stats.counts[0].count, 2, "two QUEUED");
         assert_eq!(stats.queues[0].depth, 2);
-        assert_eq!(stats.metrics.submitted, 2);
+        assert_eq!(stats.queues[0].oldest_ready_at, 0);
+        let echo = stats
+            .metrics
+            .by_task_type
+            .iter()
+            .next()
+            .expect("echo counted");
+        assert_eq!((echo.0, echo.1.submitted), ("echo", 2));
         assert!("garbage".parse::<PageCursor>().is_err());
     }
 }

@@ -127,6 +127,22 @@ impl CoordinatorState {
                 self.active_jobs
             ));
         }
+        let unstamped = self
+            .jobs
+            .values()
+            .find(|j| j.state.is_terminal() == self.stage_started_us.contains_key(&j.id));
+        if let Some(job) = unstamped {
+            return Err(format!(
+                "{} job {} has a wrong stage start",
+                job.state, job.id
+            ));
+        }
+        if self.stage_started_us.len() != non_terminal {
+            return Err(format!(
+                "{} stage starts for {non_terminal} non-terminal jobs",
+                self.stage_started_us.len()
+            ));
+        }
         let queued = self
             .jobs
             .values()

@@ -119,6 +119,11 @@ pub struct CoordinatorState {
     /// plus the duration, or, at recovery, relative to the wall clock at
     /// start.
     pub(super) timers: HashMap<JobId, i64>,
+    /// The monotonic microsecond each non-terminal job entered its current
+    /// state (a delayed job: when its delay ran out), for the latency
+    /// histograms; memory only, like `timers`. Exactly the non-terminal
+    /// jobs have one.
+    pub(super) stage_started_us: HashMap<JobId, i64>,
     /// Jobs per (task type, state), for list footers.
     pub(super) state_counts: StateCounts,
     /// QUEUED jobs whose `not_before` is still ahead, by the monotonic
@@ -177,6 +182,7 @@ impl CoordinatorState {
             deadlines: BTreeSet::new(),
             retries: BTreeSet::new(),
             timers: HashMap::default(),
+            stage_started_us: HashMap::default(),
             delayed: BTreeSet::new(),
             state_counts: StateCounts::default(),
             next_sequence: 1,
@@ -197,6 +203,15 @@ impl CoordinatorState {
         }
     }
 
+    /// The state a coordinator with `config` starts from: its policy,
+    /// and metrics labelling at most `metrics-max-task-types` task types.
+    pub fn for_config(config: &crate::config::CoordinatorConfig, log: Logger) -> Self {
+        let mut state = CoordinatorState::new(Policy::from_config(config), log);
+        state.metrics = Metrics::with_task_type_limit(config.metrics_max_task_types);
+        state.set_timeline_task_types(config.timeline_task_types);
+        state
+    }
+
     /// Adds a job in whatever state it is in to every index that state
     /// needs. The counts per state are the caller's: a new submission adds
     /// one, recovery sets them from the stored counts.
@@ -206,6 +221,10 @@ impl CoordinatorState {
         }
         self.latest_submission = self.latest_submission.max(job.submitted_at);
         self.by_sequence.insert(job.order_key());
+        self.metrics.by_task_type.register(&job.task_type);
+        if let Some(started) = stage_started(&job, now) {
+            self.stage_started_us.insert(job.id, started);
+        }
         self.index(&job, now);
         self.jobs.insert(job.id, Box::new(job));
     }
@@ -309,7 +328,12 @@ impl CoordinatorState {
             self.active_jobs += 1;
             self.finished.forget(id);
         }
-        self.metrics.record_transition(&job, from, now.wall_ms);
+        let stage_started = self.stage_started_us.remove(&id);
+        self.metrics
+            .record_transition(&job, from, stage_started, now);
+        if !to.is_terminal() {
+            self.stage_started_us.insert(id, now.mono_us);
+        }
         self.timeline.record_transition(&job, from, now.wall_ms);
         self.index(&job, now);
         self.jobs.insert(id, job);
@@ -324,8 +348,23 @@ impl CoordinatorState {
         error!(self.log, "job transition refused"; "job" => %refused.job(), "step" => step,
                "error" => %refused);
     }
+
     /// The effects produced since the last call, in order.
     pub fn take_effects(&mut self) -> Vec<Effect> {
         std::mem::take(&mut self.effects)
     }
+}
+
+/// When a job that is being added (submitted or recovered) entered its
+/// state, on `now`'s monotonic clock in microseconds, from its stored wall
+/// times and never after `now`: a QUEUED job when it became ready, a
+/// RUNNING one when its attempt started. `None` for a terminal job.
+fn stage_started(job: &Job, now: Now) -> Option<i64> {
+    let wall = match job.state {
+        JobState::Queued => job.ready_at(),
+        JobState::Running => job.assigned_at.unwrap_or(job.updated_at),
+        state if state.is_terminal() => return None,
+        _ => job.updated_at,
+    };
+    Some(now.mono_us_at(wall).min(now.mono_us))
 }

@@ -36,7 +36,7 @@ impl CoordinatorState {
                 return SubmitAnswer::Rejected(SubmitRejected { reason });
             }
         };
-        self.metrics.submitted += 1;
+        self.metrics.record_submission(&job.task_type);
         let (job_id, no_worker) = (job.id, !self.workers.advertised(&job.task_type));
         // debug, not info: one line per job is a formatted write per job
         // at full load, and release builds compile debug lines out.

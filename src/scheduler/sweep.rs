@@ -59,8 +59,11 @@ impl CoordinatorState {
 
     /// Moves delayed QUEUED jobs whose time has come into the ready queues.
     fn release_due_delays(&mut self, now: Now) {
-        while let Some((_, job_id)) = pop_due(&mut self.delayed, |due| due <= now.mono_ms) {
+        while let Some((due, job_id)) = pop_due(&mut self.delayed, |due| due <= now.mono_ms) {
             self.timers.remove(&job_id);
+            // Ready from the moment the delay ran out, not from submission.
+            self.stage_started_us
+                .insert(job_id, due.saturating_mul(1000).min(now.mono_us));
             if let Some(job) = self.jobs.get(&job_id) {
                 self.queues
                     .push(&job.task_type, job.priority, job.ready_key());

@@ -22,7 +22,7 @@ use crate::ha::{
     LeaseCommand, LeaseEvent, LeaseRunner, LeaseStore, LeaseTiming, NodeIdentity, PostgresLease,
     StepDownReason, TrustDeadline, LEASE_THREAD,
 };
-use crate::scheduler::{CoordinatorState, Policy, RecoverySummary};
+use crate::scheduler::{CoordinatorState, RecoverySummary};
 use crate::store::postgres::PostgresStore;
 use crate::store::{HistoryReader, Store, StoreError};
 use actix::{Actor, Addr, AsyncContext, Context, Handler, Message};
@@ -217,8 +217,7 @@ fn recover(
     let store = &mut opened.store;
     store.set_fence(Some(epoch));
     let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
-    let mut state = CoordinatorState::new(Policy::from_config(config), log.clone());
-    state.set_timeline_task_types(config.timeline_task_types);
+    let mut state = CoordinatorState::for_config(config, log.clone());
     let summary = state.recover_stored(stored, clock.now());
     info!(log, "recovered"; "store" => store.describe(), "epoch" => epoch,
           "rows" => summary.loaded, "awaiting_claim" => summary.awaiting_claim, "unclaimable" => summary.unclaimable,
