@@ -39,9 +39,9 @@ impl CoordinatorState {
             .map(str::to_string)
             .chain(workers.iter().flat_map(|w| w.task_types.iter().cloned()));
         for name in names {
-            if !types.contains_key(&name) {
-                let row = self.task_type_row(&name, &queues, &workers);
-                types.insert(name, row);
+            if let std::collections::btree_map::Entry::Vacant(slot) = types.entry(name) {
+                let row = self.task_type_row(slot.key(), &queues, &workers);
+                slot.insert(row);
             }
         }
         QueueStats {
