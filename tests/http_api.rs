@@ -11,12 +11,7 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(15);
 
 fn submit(http: &Http, body: Value) -> String {
-    let response = http.post("/api/jobs", &body);
-    assert_eq!(response.status, 201, "{response:?}");
-    response.json()["job_id"]
-        .as_str()
-        .expect("job id")
-        .to_string()
+    http.submit(&body)
 }
 
 fn job(http: &Http, id: &str) -> Value {

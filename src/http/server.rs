@@ -181,3 +181,19 @@ pub fn serve(
         .run();
     Ok(server)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serves_matches_routes_with_their_id_segment() {
+        assert!(serves("POST", "/api/jobs"));
+        assert!(serves("POST", "/api/jobs/0193ab/cancel"));
+        assert!(serves("DELETE", "/api/jobs/0193ab"));
+        assert!(!serves("POST", "/api/jobs/0193ab"));
+        assert!(!serves("POST", "/api/queues"));
+        assert!(!serves("GET", "/api/jobs//cancel"));
+        assert_eq!(allowed_methods("/api/jobs/{id}"), "GET, DELETE");
+    }
+}

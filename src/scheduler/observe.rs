@@ -103,16 +103,14 @@ impl CoordinatorState {
         limit: usize,
         now: Now,
     ) -> JobList {
-        let (page, next) = self.page_keys(state, task_type, cursor, limit);
-        JobList {
-            jobs: page
-                .iter()
-                .filter_map(|key| self.jobs.get(&key.2))
-                .map(|job| self.summary(job, now))
-                .collect(),
-            next,
-            counts: self.state_counts.counts(task_type),
-        }
+        let query = ListQuery {
+            state,
+            task_type: task_type.map(str::to_string),
+            cursor,
+            limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            ..ListQuery::default()
+        };
+        self.list_query(&query, now)
     }
 
     /// The order keys of up to `limit` matching jobs after `cursor`, and

@@ -52,6 +52,16 @@ impl Http {
         self.send("GET", path, None)
     }
 
+    /// Submits `body` to `POST /api/jobs`, expecting 201; the job's id.
+    pub fn submit(&self, body: &Value) -> String {
+        let response = self.post("/api/jobs", body);
+        assert_eq!(response.status, 201, "{response:?}");
+        response.json()["job_id"]
+            .as_str()
+            .expect("job id")
+            .to_string()
+    }
+
     pub fn post(&self, path: &str, body: &Value) -> Response {
         self.send("POST", path, Some(body.to_string().as_bytes()))
     }
