@@ -265,6 +265,21 @@ fn the_cli_pointed_at_the_http_port_says_so_and_exits_2() {
     );
 }
 
+/// The library says the same as the CLI: a typed `WrongPort`, not a frame size.
+#[test]
+fn the_client_library_pointed_at_the_http_port_gets_wrong_port() {
+    use taskyard::protocol::{ProtocolError, HTTP_CLIENT_PORT_HINT};
+    let cluster = Cluster::start(0, 1);
+    let http = cluster.coordinator().http_addr.expect("http on");
+    match taskyard::client::Client::connect(&http.to_string()) {
+        Err(taskyard::client::ClientError::Protocol(ProtocolError::WrongPort { hint })) => {
+            assert_eq!(hint, HTTP_CLIENT_PORT_HINT)
+        }
+        Err(other) => panic!("not WrongPort: {other}"),
+        Ok(_) => panic!("an HTTP port accepted a taskyard Hello"),
+    }
+}
+
 #[test]
 fn the_plain_cli_pointed_at_a_tls_port_says_pass_tls_ca_and_exits_2() {
     let certs = tempfile::tempdir().expect("dir");

@@ -22,9 +22,7 @@ use serde_json::{json, Value};
 const PREFIX: usize = 28;
 
 fn submit(http: &Http, body: Value) -> String {
-    let response = http.post("/api/jobs", &body);
-    assert_eq!(response.status, 201, "{response:?}");
-    response.json()["job_id"].as_str().expect("id").to_string()
+    http.submit(&body)
 }
 
 fn job(http: &Http, id: &str) -> Value {

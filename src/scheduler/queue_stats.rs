@@ -6,7 +6,7 @@
 use crate::clock::Now;
 use crate::protocol::{JobState, QueueRow, QueueStats, TaskTypeRow, WorkerView};
 use crate::scheduler::state::CoordinatorState;
-use std::collections::BTreeMap;
+use std::collections::btree_map::{BTreeMap, Entry};
 
 fn age(now: i64, since: i64) -> u64 {
     u64::try_from(now.saturating_sub(since)).unwrap_or(0)
@@ -39,7 +39,7 @@ impl CoordinatorState {
             .map(str::to_string)
             .chain(workers.iter().flat_map(|w| w.task_types.iter().cloned()));
         for name in names {
-            if let std::collections::btree_map::Entry::Vacant(slot) = types.entry(name) {
+            if let Entry::Vacant(slot) = types.entry(name) {
                 let row = self.task_type_row(slot.key(), &queues, &workers);
                 slot.insert(row);
             }
