@@ -273,6 +273,7 @@ fn coordinator_to_worker() -> Vec<CoordinatorToWorker> {
             payload: payload(),
             timeout_ms: 30_000,
             epoch: 3,
+            attempt: 2,
         },
         CoordinatorToWorker::TaskCancel {
             job_id: job(1),
