@@ -79,9 +79,17 @@ class Coordinator:
             "--log-level", "warn",
             *args,
         ]
-        self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.command = command
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
         wait_until("the coordinator answers", self._answers, timeout=20)
+
+    def restart(self) -> None:
+        """SIGTERM, then the same command again (same ports, same database)."""
+        self.stop()
+        self.log = open(self.log_path, "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until("the restarted coordinator answers", self._answers, timeout=20)
 
     def _answers(self) -> bool:
         if self.process.poll() is not None:
