@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import pytest
 
@@ -60,8 +60,9 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = 10.0) -> An
 class Coordinator:
     """A taskyard-coordinator process; ``client``/``worker`` are its addresses."""
 
-    def __init__(self, tmp: Path, args: list[str], token: Optional[str] = None,
-                 tls_ca: Optional[str] = None) -> None:
+    def __init__(
+        self, tmp: Path, args: list[str], token: str | None = None, tls_ca: str | None = None
+    ) -> None:
         self.tmp = tmp
         self.client = f"127.0.0.1:{free_port()}"
         self.worker = f"127.0.0.1:{free_port()}"
@@ -71,12 +72,18 @@ class Coordinator:
         self.log_path = tmp / "coordinator.log"
         command = [
             str(binary("taskyard-coordinator")),
-            "--db-path", str(tmp / "taskyard.db"),
-            "--sqlite-preallocate-wal", "false",
-            "--client-listen", self.client,
-            "--worker-listen", self.worker,
-            "--http-listen", self.http,
-            "--log-level", "warn",
+            "--db-path",
+            str(tmp / "taskyard.db"),
+            "--sqlite-preallocate-wal",
+            "false",
+            "--client-listen",
+            self.client,
+            "--worker-listen",
+            self.worker,
+            "--http-listen",
+            self.http,
+            "--log-level",
+            "warn",
             *args,
         ]
         self.command = command
@@ -124,23 +131,27 @@ class Processes:
         self.started: list[subprocess.Popen[bytes]] = []
         self.coordinators: list[Coordinator] = []
 
-    def coordinator(self, *args: str, token: Optional[str] = None,
-                    tls_ca: Optional[str] = None) -> Coordinator:
+    def coordinator(
+        self, *args: str, token: str | None = None, tls_ca: str | None = None
+    ) -> Coordinator:
         d = self.tmp / f"coordinator-{len(self.coordinators)}"
         d.mkdir()
         c = Coordinator(d, list(args), token=token, tls_ca=tls_ca)
         self.coordinators.append(c)
         return c
 
-    def python_worker(self, coordinator: Coordinator, *args: str,
-                      env: Optional[dict[str, str]] = None) -> subprocess.Popen[bytes]:
+    def python_worker(
+        self, coordinator: Coordinator, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         """tests/worker_main.py against ``coordinator`` (see its arguments)."""
         n = len(self.started)
         log = open(self.tmp / f"python-worker-{n}.log", "wb")  # noqa: SIM115
         full_env = {**os.environ, **(env or {})}
         p = subprocess.Popen(
             [sys.executable, str(WORKER_MAIN), "--coordinator", coordinator.worker, *args],
-            stdout=log, stderr=subprocess.STDOUT, env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
         )
         self.started.append(p)
         return p
@@ -149,9 +160,16 @@ class Processes:
         n = len(self.started)
         log = open(self.tmp / f"rust-worker-{n}.log", "wb")  # noqa: SIM115
         p = subprocess.Popen(
-            [str(binary("taskyard-worker")), "--coordinator", coordinator.worker,
-             "--log-level", "warn", *args],
-            stdout=log, stderr=subprocess.STDOUT,
+            [
+                str(binary("taskyard-worker")),
+                "--coordinator",
+                coordinator.worker,
+                "--log-level",
+                "warn",
+                *args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self.started.append(p)
         return p
@@ -160,7 +178,9 @@ class Processes:
         """The Rust CLI against ``coordinator``; its output and exit code."""
         return subprocess.run(
             [str(binary("taskyard")), "--coordinator", coordinator.client, *args],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
     def stop_all(self) -> None:
@@ -185,9 +205,12 @@ def procs(tmp_path: Path) -> Iterator[Processes]:
 def coordinator(procs: Processes) -> Coordinator:
     """A coordinator with short timeouts, so lost workers are noticed quickly."""
     return procs.coordinator(
-        "--heartbeat-timeout-millis", "1500",
-        "--sweep-interval-millis", "50",
-        "--retry-base-millis", "50",
+        "--heartbeat-timeout-millis",
+        "1500",
+        "--sweep-interval-millis",
+        "50",
+        "--retry-base-millis",
+        "50",
     )
 
 

@@ -7,8 +7,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from conftest import Coordinator, Processes, wait_until, workers_registered
+
 from taskyard import (
     BatchRejected,
     Client,
@@ -141,11 +141,12 @@ def test_unreachable_and_bad_addresses() -> None:
 
 def make_ca(tmp: Path) -> tuple[Path, Path, Path]:
     """A CA and a certificate it signs for 127.0.0.1 and localhost."""
+    import ipaddress
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import ipaddress
 
     now = dt.datetime.now(dt.timezone.utc)
 
@@ -164,9 +165,15 @@ def make_ca(tmp: Path) -> tuple[Path, Path, Path]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -216,6 +223,7 @@ def test_tls_with_a_ca_made_here(procs: Processes, tmp_path: Path) -> None:
             Client(c.client)
         assert "TLS" in str(plain.value)
     # A CA that did not sign the coordinator's certificate is refused.
-    other_ca, _, _ = make_ca(tmp_path / "other" if (tmp_path / "other").mkdir() is None else tmp_path)
+    (tmp_path / "other").mkdir()
+    other_ca, _, _ = make_ca(tmp_path / "other")
     with pytest.raises(ProtocolMismatch):
         Client(c.client, tls_ca=str(other_ca))

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import Coordinator, Processes, wait_until, workers_registered
+
 from taskyard import Client, JobFailed
 
 
@@ -32,12 +32,11 @@ def test_a_python_worker_runs_1000_jobs_from_python_and_the_rust_cli(
     procs.python_worker(coordinator, "--capacity", "8")
     with coordinator.client_for() as client:
         wait_until("the worker registered", workers_registered(client, 1))
-        from_python = client.submit_many(
-            [("echo", {"message": f"py {i}"}) for i in range(800)]
-        )
+        from_python = client.submit_many([("echo", {"message": f"py {i}"}) for i in range(800)])
 
         def cli_submit(i: int) -> str:
-            out = procs.cli(coordinator, "submit", "echo", "--payload", json.dumps({"message": f"cli {i}"}))
+            payload = json.dumps({"message": f"cli {i}"})
+            out = procs.cli(coordinator, "submit", "echo", "--payload", payload)
             assert out.returncode == 0, out.stderr
             return out.stdout.strip()
 
@@ -66,7 +65,8 @@ def test_progress_reaches_taskyard_status_and_cancel_reaches_the_handler(
 
         def progress_shown() -> bool:
             out = procs.cli(coordinator, "status", job_id)
-            return out.returncode == 0 and re.search(r"progress\s+\d+% sleeping", out.stdout) is not None
+            shown = re.search(r"progress\s+\d+% sleeping", out.stdout)
+            return out.returncode == 0 and shown is not None
 
         wait_until("taskyard status shows the progress", progress_shown)
         shown = json.loads(procs.cli(coordinator, "--json", "status", job_id).stdout)
@@ -104,10 +104,12 @@ def test_retryable_and_permanent_failures_and_the_attempt_number(
     procs.python_worker(coordinator)
     with coordinator.client_for() as client:
         wait_until("the worker registered", workers_registered(client, 1))
-        permanent = client.submit("py.fail", {"kind": "permanent", "message": "bad input"},
-                                  max_attempts=5)
-        retryable = client.submit("py.fail", {"kind": "retryable", "message": "flaky"},
-                                  max_attempts=3)
+        permanent = client.submit(
+            "py.fail", {"kind": "permanent", "message": "bad input"}, max_attempts=5
+        )
+        retryable = client.submit(
+            "py.fail", {"kind": "retryable", "message": "flaky"}, max_attempts=3
+        )
         second = client.submit("py.attempt", {"succeed_on": 2}, max_attempts=3)
         with pytest.raises(JobFailed) as failed:
             client.wait(permanent, timeout=20)

@@ -16,7 +16,7 @@ import argparse
 import logging
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 from taskyard import Permanent, Retryable, TaskContext, Worker
 
@@ -61,7 +61,7 @@ def main() -> None:
     def echo(ctx: TaskContext) -> Any:
         return ctx.payload["message"]
 
-    def slow(ctx: TaskContext) -> Optional[str]:
+    def slow(ctx: TaskContext) -> str | None:
         event("started", ctx)
         millis = int(ctx.payload.get("millis", 1000))
         end = time.monotonic() + millis / 1000
@@ -95,8 +95,12 @@ def main() -> None:
         return ctx.attempt
 
     handlers = {
-        "noop": noop, "echo": echo, "py.slow": slow, "py.cpu": cpu,
-        "py.fail": fail, "py.attempt": attempt,
+        "noop": noop,
+        "echo": echo,
+        "py.slow": slow,
+        "py.cpu": cpu,
+        "py.fail": fail,
+        "py.attempt": attempt,
     }
     for name in args.types.split(","):
         worker.add_task(name, handlers[name])
