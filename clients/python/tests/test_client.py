@@ -62,6 +62,8 @@ def test_submit_many_returns_ids_in_order_and_names_the_rejected(coordinator: Co
     with coordinator.client_for() as client:
         ids = client.submit_many([("echo", {"message": str(i)}) for i in range(5000)])
         assert len(set(ids)) == 5000
+        assert client.counts()["QUEUED"] == 5000
+        assert client.counts(task_type="sleep").get("QUEUED", 0) == 0
         assert client.payload(ids[1234]) == client.payload(ids[1234])
         assert client.status(ids[4999]).payload_value() == {"message": "4999"}
         with pytest.raises(BatchRejected) as rejected:

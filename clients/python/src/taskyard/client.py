@@ -498,6 +498,15 @@ class Client:
                 break
         return jobs[:limit]
 
+    def counts(self, task_type: str | None = None) -> dict[str, int]:
+        """How many jobs are in each state (of ``task_type``, if given),
+        including those only the database still holds."""
+        request = {"List": {"state": None, "limit": 0, "task_type": task_type, "cursor": None}}
+        kind, page = self._call(request)
+        if kind != "Jobs":
+            raise ProtocolMismatch(f"unexpected answer {kind} to List", self.addr)
+        return {c["state"]: int(c["count"]) for c in page.get("counts") or []}
+
     def workers(self) -> Workers:
         """Every worker connected to the coordinator."""
         kind, detail = self._call("Workers")
