@@ -14,22 +14,29 @@ from typing import Any
 from celery import Celery
 from celery.signals import task_postrun
 
-app = Celery("bench", broker=os.environ["BENCH_BROKER"])
-app.conf.update(
-    task_ignore_result=True,
-    task_acks_late=os.environ.get("BENCH_ACKS_LATE") == "1",
-    worker_hijack_root_logger=False,
-    broker_connection_retry_on_startup=True,
-)
-
 _lock = threading.Lock()
 _count = 0
 _first = 0.0
 
 
-@app.task(name="noop")
+def make_app(broker: str, acks_late: bool) -> Celery:
+    """A Celery app on ``broker`` with the one task, ``noop``."""
+    app = Celery("bench", broker=broker)
+    app.conf.update(
+        task_ignore_result=True,
+        task_acks_late=acks_late,
+        worker_hijack_root_logger=False,
+        broker_connection_retry_on_startup=True,
+    )
+    app.task(name="noop")(noop)
+    return app
+
+
 def noop() -> None:
     return None
+
+
+app = make_app(os.environ.get("BENCH_BROKER", ""), os.environ.get("BENCH_ACKS_LATE") == "1")
 
 
 @task_postrun.connect

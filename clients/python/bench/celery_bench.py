@@ -39,7 +39,8 @@ def run_once(args: argparse.Namespace, run: int) -> tuple[float, float, float]:
         redis_args = ["redis-server", "--port", str(port), "--dir", d, "--save", ""]
         redis_args += (
             ["--appendonly", "yes", "--appendfsync", "always"]
-            if args.durable else ["--appendonly", "no"]
+            if args.durable
+            else ["--appendonly", "no"]
         )
         redis = subprocess.Popen(redis_args, stdout=subprocess.DEVNULL)
         done_file = tmp / "done"
@@ -51,15 +52,14 @@ def run_once(args: argparse.Namespace, run: int) -> tuple[float, float, float]:
             "BENCH_ACKS_LATE": "1" if args.durable else "0",
             "PYTHONPATH": str(HERE),
         }
-        os.environ.update(env)
         worker = None
         try:
             time.sleep(0.3)
             sys.path.insert(0, str(HERE))
             import celery_app
 
-            celery_app.app.conf.broker_url = env["BENCH_BROKER"]
-            noop = celery_app.noop
+            app = celery_app.make_app(env["BENCH_BROKER"], args.durable)
+            noop = app.tasks["noop"]
             noop.apply_async()  # connect before timing
             cpu0, t0 = time.process_time(), time.perf_counter()
             for _ in range(args.jobs - 1):
@@ -67,10 +67,26 @@ def run_once(args: argparse.Namespace, run: int) -> tuple[float, float, float]:
             elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             submit_rate = (args.jobs - 1) / elapsed
             worker = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "celery_app", "worker",
-                 "--pool", "threads", "--concurrency", "8", "--loglevel", "ERROR",
-                 "--without-gossip", "--without-mingle", "--without-heartbeat"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "celery_app",
+                    "worker",
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    "8",
+                    "--loglevel",
+                    "ERROR",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             deadline = time.monotonic() + 600
             while not done_file.exists() or not done_file.read_text().endswith("\n"):
@@ -81,7 +97,8 @@ def run_once(args: argparse.Namespace, run: int) -> tuple[float, float, float]:
             drain_rate = (args.jobs - 1) / (last - first)
             us_per_send = cpu / (args.jobs - 1) * 1e6
             print(
-                f"run {run}: apply_async {submit_rate:,.0f} jobs/s ({us_per_send:.0f} us CPU each), "
+                f"run {run}: apply_async {submit_rate:,.0f} jobs/s "
+                f"({us_per_send:.0f} us CPU each), "
                 f"drain {drain_rate:,.0f} jobs/s ({'durable' if args.durable else 'default'})",
                 flush=True,
             )
@@ -98,14 +115,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--durable", action="store_true",
-                        help="Redis appendfsync always and task_acks_late")
+    parser.add_argument(
+        "--durable", action="store_true", help="Redis appendfsync always and task_acks_late"
+    )
     args = parser.parse_args()
     results = [run_once(args, i + 1) for i in range(args.runs)]
+    rate, drain, cpu = (statistics.median(r[i] for r in results) for i in (0, 1, 2))
     print(
-        f"median of {args.runs}: apply_async {statistics.median(r[0] for r in results):,.0f} jobs/s "
-        f"({statistics.median(r[2] for r in results):.0f} us CPU each), "
-        f"drain {statistics.median(r[1] for r in results):,.0f} jobs/s"
+        f"median of {args.runs}: apply_async {rate:,.0f} jobs/s ({cpu:.0f} us CPU each), "
+        f"drain {drain:,.0f} jobs/s"
     )
 
 

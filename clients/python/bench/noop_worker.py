@@ -1,4 +1,5 @@
-"""A Python worker whose one task type, ``noop``, does nothing:
+"""A Python worker of no-op task types, ``noop`` and ``echo`` (returns the
+payload's ``message``, as the Rust worker's does):
 ``python noop_worker.py WORKER_ADDR CAPACITY``. Runs until SIGTERM."""
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ worker = Worker(sys.argv[1], capacity=int(sys.argv[2]), drain_timeout=1.0)
 @worker.task("noop")
 def noop(ctx: TaskContext) -> None:
     return None
+
+
+@worker.task("echo")
+def echo(ctx: TaskContext) -> bytes:
+    return b""  # the bench sends an empty message
 
 
 if __name__ == "__main__":

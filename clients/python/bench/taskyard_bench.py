@@ -12,8 +12,10 @@ commit fsynced) on free ports and measures, in this order:
   second between the first and the last success, read from the
   coordinator's counts every 20 ms.
 
-Prints one line per run and the medians; ``--profile FILE`` runs the
-worker under cProfile and writes its statistics there.
+The jobs are the built-in ``echo`` with an empty message (a no-op the
+Rust worker has too: ``--rust-worker PATH`` runs that instead, for
+comparison). Prints one line per run, with the worker process's CPU time
+per job, and the medians.
 """
 
 from __future__ import annotations
@@ -42,14 +44,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_coordinator(bin_dir: Path, tmp: Path, jobs: int) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_coordinator(
+    bin_dir: Path, tmp: Path, jobs: int
+) -> tuple[subprocess.Popen[bytes], str, str]:
     client, worker, http = (f"127.0.0.1:{free_port()}" for _ in range(3))
     command = [
         str(bin_dir / "taskyard-coordinator"),
-        "--db-path", str(tmp / "bench.db"),
-        "--client-listen", client, "--worker-listen", worker, "--http-listen", http,
-        "--max-active-jobs", str(max(100_000, jobs * 2)),
-        "--log-level", "error",
+        "--db-path",
+        str(tmp / "bench.db"),
+        "--client-listen",
+        client,
+        "--worker-listen",
+        worker,
+        "--http-listen",
+        http,
+        "--max-active-jobs",
+        str(max(100_000, jobs * 2)),
+        "--log-level",
+        "error",
         *EXTRA,
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -64,6 +76,13 @@ def start_coordinator(bin_dir: Path, tmp: Path, jobs: int) -> tuple[subprocess.P
             time.sleep(0.05)
 
 
+def process_cpu(pid: int) -> float:
+    """User plus system CPU seconds of a live process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
 def run_once(args: argparse.Namespace, run: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -71,15 +90,23 @@ def run_once(args: argparse.Namespace, run: int) -> tuple[float, float]:
         worker = None
         try:
             with Client(client_addr, timeout=60) as client:
-                jobs = [("noop", None)] * args.jobs
+                jobs = [("echo", {"message": ""})] * args.jobs
                 t0 = time.perf_counter()
                 ids = client.submit_many(jobs)
                 submit_rate = len(ids) / (time.perf_counter() - t0)
 
-                command = [sys.executable]
-                if args.profile:
-                    command += ["-m", "cProfile", "-o", args.profile]
-                command += [str(WORKER), worker_addr, str(args.capacity)]
+                if args.rust_worker:
+                    command = [
+                        str(args.rust_worker),
+                        "--coordinator",
+                        worker_addr,
+                        "--capacity",
+                        str(args.capacity),
+                        "--log-level",
+                        "error",
+                    ]
+                else:
+                    command = [sys.executable, str(WORKER), worker_addr, str(args.capacity)]
                 worker = subprocess.Popen(command)
                 first_at = None
                 first_count = 0
@@ -93,9 +120,12 @@ def run_once(args: argparse.Namespace, run: int) -> tuple[float, float]:
                     time.sleep(0.02)
                 assert first_at is not None
                 drain_rate = (done - first_count) / max(now - first_at, 1e-9)
+                cpu = process_cpu(worker.pid)
             print(
                 f"run {run}: submit_many {submit_rate:,.0f} jobs/s, "
-                f"drain {drain_rate:,.0f} jobs/s ({args.jobs} jobs, capacity {args.capacity})",
+                f"drain {drain_rate:,.0f} jobs/s ({args.jobs} jobs, capacity {args.capacity}, "
+                f"{'Rust' if args.rust_worker else 'Python'} worker CPU "
+                f"{cpu / args.jobs * 1e6:.0f} us per job)",
                 flush=True,
             )
             return submit_rate, drain_rate
@@ -114,9 +144,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--capacity", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--profile", help="write the worker's cProfile statistics here")
     parser.add_argument(
-        "--coordinator-arg", action="append", default=[],
+        "--rust-worker",
+        type=Path,
+        help="run this taskyard-worker binary instead of the Python worker (for comparison)",
+    )
+    parser.add_argument(
+        "--coordinator-arg",
+        action="append",
+        default=[],
         help="a flag for the coordinator, e.g. --coordinator-arg=--sqlite-synchronous=normal",
     )
     args = parser.parse_args()
