@@ -70,6 +70,7 @@ CLEANUP_TIMEOUT = 5.0
 """How long handlers cancelled at the drain timeout get to return."""
 
 Handler = Callable[["TaskContext"], Any]
+_UNDECODED = object()
 
 
 class Retryable(Exception):
@@ -91,6 +92,7 @@ class TaskContext:
     __slots__ = (
         "_job",
         "_lease",
+        "_payload",
         "_progress_at",
         "_progress_pending",
         "_worker",
@@ -121,6 +123,7 @@ class TaskContext:
         self.deadline = time.monotonic() + timeout_ms / 1000.0
         """When the coordinator gives up on this attempt, on ``time.monotonic()``'s clock."""
         self.cancelled = threading.Event()
+        self._payload: Any = _UNDECODED
         self._progress_at = 0.0
         self._progress_pending: tuple[int, str] | None = None
 
@@ -134,8 +137,11 @@ class TaskContext:
 
     @property
     def payload(self) -> Any:
-        """The payload, decoded from MessagePack (what the producer passed)."""
-        return msgpack.unpackb(self.raw_payload, raw=False)
+        """The payload, decoded from MessagePack (what the producer passed);
+        decoded once, on first use."""
+        if self._payload is _UNDECODED:
+            self._payload = msgpack.unpackb(self.raw_payload, raw=False)
+        return self._payload
 
     def time_left(self) -> float:
         """Seconds until ``deadline`` (negative once it has passed)."""
