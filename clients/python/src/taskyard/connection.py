@@ -14,6 +14,8 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
@@ -231,6 +233,20 @@ def _open(addr: str, security: Security, timeout: float) -> socket.socket:
         raise Unreachable(f"TLS with {addr}: {e}", addr) from e
 
 
+@contextmanager
+def closed_on_error(conn: FramedSocket) -> Iterator[None]:
+    """Closes ``conn`` when the block raises; a frame that is not a message
+    of the protocol is raised as ``ProtocolMismatch``."""
+    try:
+        yield
+    except wire.FrameError as e:
+        conn.close()
+        raise ProtocolMismatch(f"{conn.addr}: {e}", conn.addr) from e
+    except BaseException:
+        conn.close()
+        raise
+
+
 def handshake(
     addr: str,
     role: str,
@@ -242,15 +258,9 @@ def handshake(
     ``timeout`` as its read timeout."""
     sock = _open(addr, security, timeout)
     conn = FramedSocket(sock, addr, role, max_frame_bytes)
-    try:
+    with closed_on_error(conn):
         conn.send(wire.frame(wire.hello(role, security.token)))
         name, body = wire.variant(conn.receive())
-    except wire.FrameError as e:
-        conn.close()
-        raise ProtocolMismatch(f"{addr}: {e}", addr) from e
-    except BaseException:
-        conn.close()
-        raise
     if name == "Hello":
         theirs = body.get("protocol_version") if isinstance(body, dict) else None
         if theirs == wire.PROTOCOL_VERSION:

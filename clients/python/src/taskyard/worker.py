@@ -52,6 +52,7 @@ from taskyard.connection import (
     Addresses,
     FramedSocket,
     Security,
+    closed_on_error,
     dial,
     handshake,
     parse_addresses,
@@ -366,7 +367,7 @@ class Worker:
     def _register(self, addr: str) -> FramedSocket:
         """Hello, Register (listing the attempts still held) and Registered at ``addr``."""
         link = handshake(addr, "worker", self._security, self.max_frame_bytes, CONNECT_TIMEOUT)
-        try:
+        with closed_on_error(link):
             with self._lock:
                 running = list(self._held)[: self.capacity]
             link.send(
@@ -389,12 +390,6 @@ class Worker:
                 if name == "Error":
                     raise Refused(f"coordinator at {addr} refused: {body.get('message')}", addr)
                 log.warning("unexpected %s before Registered ignored", name)
-        except wire.FrameError as e:
-            link.close()
-            raise ProtocolMismatch(f"{addr}: {e}", addr) from e
-        except BaseException:
-            link.close()
-            raise
         link.sock.settimeout(self.coordinator_timeout)
         log.info(
             "registered with %s (capacity %d, %d claims, epoch %d)",
