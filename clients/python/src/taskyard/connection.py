@@ -102,7 +102,8 @@ class NotLeader(TaskyardError):
 
 class FramedSocket:
     """Whole frames in, whole frames out. Reads happen on one thread at a
-    time; ``send`` may be called from any thread (a lock keeps frames whole)."""
+    time; ``send`` may be called from any thread (a lock keeps frames whole,
+    and on TLS also keeps reads and writes apart)."""
 
     def __init__(self, sock: socket.socket, addr: str, role: str, max_frame_bytes: int) -> None:
         self.sock = sock
@@ -112,6 +113,7 @@ class FramedSocket:
         self._buf = bytearray()
         self._pos = 0
         self._write_lock = threading.Lock()
+        self._tls = isinstance(sock, ssl.SSLSocket)
         self._first = True
         self.closed = False
 
@@ -182,7 +184,15 @@ class FramedSocket:
         """Reads what the socket has (blocking up to its timeout). A close is
         ``Unreachable``."""
         try:
-            data = self.sock.recv(READ_CHUNK)
+            if self._tls:
+                # One TLS connection must not be read and written at once
+                # (OpenSSL's rule): reads share the writers' lock. The
+                # reader only gets here once bytes are waiting, so the lock
+                # is held for the rest of one record at most.
+                with self._write_lock:
+                    data = self.sock.recv(READ_CHUNK)
+            else:
+                data = self.sock.recv(READ_CHUNK)
         except socket.timeout as e:
             raise NoAnswer(f"{self.addr} did not answer in time", self.addr) from e
         except ssl.SSLWantReadError:
