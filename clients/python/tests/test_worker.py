@@ -197,3 +197,16 @@ def test_a_client_reconnects_after_a_coordinator_restart(coordinator: Coordinato
     assert client.submit("echo", {"message": "x"}, idempotency_key="survives") == keyed
     assert client.status(keyed).state == "QUEUED"
     client.close()
+
+
+def test_a_worker_with_a_wrong_token_stops_with_unauthorized(procs: Processes) -> None:
+    c = procs.coordinator("--worker-token", "worker-secret")
+    wrong = procs.python_worker(c, "--token", "not-it")
+    assert wrong.wait(timeout=20) != 0
+    log = (procs.tmp / "python-worker-0.log").read_text()
+    assert "Unauthorized" in log, log
+    right = procs.python_worker(c, "--token", "worker-secret", "--worker-id", "right")
+    with c.client_for() as client:
+        wait_until("the right token registers", workers_registered(client, 1))
+        assert [w.worker_id for w in client.workers()] == ["right"]
+    assert right.poll() is None

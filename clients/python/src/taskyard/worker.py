@@ -413,6 +413,12 @@ class Worker:
                 link.send(DRAINING_FRAME)
             last = time.monotonic()
             while not self._stopping.is_set() and not link.closed:
+                # Frames that came with Registered (or with the last read)
+                # are already buffered: the socket would not report them.
+                message = link.next_frame()
+                if message is not None:
+                    self._dispatch(link, message)
+                    continue
                 if not link.readable(0.2):
                     if time.monotonic() - last > self.coordinator_timeout:
                         log.warning(
@@ -426,11 +432,6 @@ class Worker:
                     continue
                 link.fill()
                 last = time.monotonic()
-                while True:
-                    message = link.next_frame()
-                    if message is None:
-                        break
-                    self._dispatch(link, message)
         except Unreachable as e:
             if not self._stopping.is_set():
                 log.warning("connection to %s ended: %s", link.addr, e)
