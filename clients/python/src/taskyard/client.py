@@ -31,6 +31,7 @@ from taskyard.connection import (
     Addresses,
     FramedSocket,
     Security,
+    closed_on_error,
     dial,
     handshake,
     parse_addresses,
@@ -207,15 +208,8 @@ class Client:
 
     def _answer(self, conn: FramedSocket, rid: int) -> tuple[str, Any]:
         """Reads the answer to request ``rid``."""
-        try:
-            message = conn.receive()
-            name, body = wire.variant(message)
-        except wire.FrameError as e:
-            conn.close()
-            raise ProtocolMismatch(f"{conn.addr}: {e}", conn.addr) from e
-        except Unreachable:
-            conn.close()
-            raise
+        with closed_on_error(conn):
+            name, body = wire.variant(conn.receive())
         self._last_answer = time.monotonic()
         if name == "Response" and isinstance(body, dict):
             if body.get("request_id") != rid:

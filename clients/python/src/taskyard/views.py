@@ -19,6 +19,20 @@ def _opt_id(raw: Any) -> str | None:
     return None if raw is None else id_text(raw)
 
 
+def _shared(d: dict[str, Any]) -> dict[str, Any]:
+    """The fields a ``JobView`` and a ``JobSummary`` both have."""
+    return {
+        "job_id": id_text(d["job_id"]),
+        "task_type": d["task_type"],
+        "state": d["state"],
+        "priority": d["priority"],
+        "attempts": d["attempts"],
+        "max_attempts": d["max_attempts"],
+        "submitted_at": d["submitted_at"],
+        "updated_at": d["updated_at"],
+    }
+
+
 @dataclass(frozen=True)
 class Progress:
     """The latest progress a running attempt reported."""
@@ -95,15 +109,8 @@ class JobView:
         progress = d.get("progress")
         payload_omitted = bool(d.get("payload_omitted", False))
         return cls(
-            job_id=id_text(d["job_id"]),
-            task_type=d["task_type"],
-            state=d["state"],
-            priority=d["priority"],
-            attempts=d["attempts"],
-            max_attempts=d["max_attempts"],
+            **_shared(d),
             timeout_ms=d["timeout_ms"],
-            submitted_at=d["submitted_at"],
-            updated_at=d["updated_at"],
             payload=None if payload_omitted else bytes(d.get("payload") or b""),
             result=None if d.get("result") is None else bytes(d["result"]),
             error=d.get("error"),
@@ -165,14 +172,7 @@ class JobSummary:
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> JobSummary:
         return cls(
-            job_id=id_text(d["job_id"]),
-            task_type=d["task_type"],
-            state=d["state"],
-            priority=d["priority"],
-            attempts=d["attempts"],
-            max_attempts=d["max_attempts"],
-            submitted_at=d["submitted_at"],
-            updated_at=d["updated_at"],
+            **_shared(d),
             worker_id=d.get("worker_id"),
             error=d.get("error"),
             progress_percent=d.get("progress_percent"),
