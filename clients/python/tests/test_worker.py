@@ -210,3 +210,21 @@ def test_a_worker_with_a_wrong_token_stops_with_unauthorized(procs: Processes) -
         wait_until("the right token registers", workers_registered(client, 1))
         assert [w.worker_id for w in client.workers()] == ["right"]
     assert right.poll() is None
+
+
+def test_the_drain_timeout_cancels_what_still_runs(
+    procs: Processes, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    log = tmp_path / "events"
+    worker = procs.python_worker(coordinator, "--events", str(log), "--drain-timeout", "0.5")
+    with coordinator.client_for() as client:
+        wait_until("the worker registered", workers_registered(client, 1))
+        job_id = client.submit("py.slow", {"millis": 60_000})
+        wait_until("the handler started", lambda: job_id in started(log))
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=15) == 0
+        assert job_id in started(log, "cancelled")
+        # No result was sent: the coordinator takes the attempt back.
+        wait_until("the job is back in line", lambda: client.status(job_id).state != "RUNNING")
+        job = client.status(job_id)
+        assert job.state in ("QUEUED", "RETRY_WAIT") and job.result is None, job

@@ -513,6 +513,8 @@ class Worker:
                 frame = wire.frame(
                     wire.task_failed(ctx._job, ctx._lease, f"{type(e).__name__}: {e}", True)
                 )
+            if ctx.cancelled.is_set():
+                frame = None  # cancelled, past its deadline or drained: no result
             self._finish(attempt, frame)
 
     def _outcome(self, attempt: _Attempt) -> dict[str, Any]:
