@@ -1,6 +1,6 @@
 """A Python worker of no-op task types, ``noop`` and ``echo`` (returns the
 payload's ``message``, as the Rust worker's does):
-``python noop_worker.py WORKER_ADDR CAPACITY``. Runs until SIGTERM."""
+``python noop_worker.py WORKER_ADDR CAPACITY [PREFETCH]``. Runs until SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import sys
 
 from taskyard import TaskContext, Worker
 
-worker = Worker(sys.argv[1], capacity=int(sys.argv[2]), drain_timeout=1.0)
+prefetch = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+worker = Worker(sys.argv[1], capacity=int(sys.argv[2]), prefetch=prefetch, drain_timeout=1.0)
 
 
 @worker.task("noop")

@@ -102,11 +102,14 @@ def run_once(args: argparse.Namespace, run: int) -> tuple[float, float]:
                         worker_addr,
                         "--capacity",
                         str(args.capacity),
+                        "--prefetch",
+                        str(args.prefetch),
                         "--log-level",
                         "error",
                     ]
                 else:
-                    command = [sys.executable, str(WORKER), worker_addr, str(args.capacity)]
+                    command = [sys.executable, str(WORKER), worker_addr]
+                    command += [str(args.capacity), str(args.prefetch)]
                 worker = subprocess.Popen(command)
                 first_at = None
                 first_count = 0
@@ -124,6 +127,7 @@ def run_once(args: argparse.Namespace, run: int) -> tuple[float, float]:
             print(
                 f"run {run}: submit_many {submit_rate:,.0f} jobs/s, "
                 f"drain {drain_rate:,.0f} jobs/s ({args.jobs} jobs, capacity {args.capacity}, "
+                f"prefetch {args.prefetch}, "
                 f"{'Rust' if args.rust_worker else 'Python'} worker CPU "
                 f"{cpu / args.jobs * 1e6:.0f} us per job)",
                 flush=True,
@@ -144,6 +148,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--capacity", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--prefetch", type=int, default=0, help="the worker's prefetch")
     parser.add_argument(
         "--rust-worker",
         type=Path,

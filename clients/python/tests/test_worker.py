@@ -7,6 +7,7 @@ import collections
 import json
 import re
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -228,3 +229,20 @@ def test_the_drain_timeout_cancels_what_still_runs(
         wait_until("the job is back in line", lambda: client.status(job_id).state != "RUNNING")
         job = client.status(job_id)
         assert job.state in ("QUEUED", "RETRY_WAIT") and job.result is None, job
+
+
+def test_a_prefetching_worker_holds_more_than_it_runs(
+    procs: Processes, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    log = tmp_path / "events"
+    procs.python_worker(coordinator, "--events", str(log), "--capacity", "2", "--prefetch", "2")
+    with coordinator.client_for() as client:
+        wait_until("the worker registered", workers_registered(client, 1))
+        assert client.workers()[0].capacity == 4, "capacity 2 plus prefetch 2"
+        ids = client.submit_many([("py.slow", {"millis": 1000}) for _ in range(6)])
+        wait_until("four assigned", lambda: client.counts().get("RUNNING", 0) == 4)
+        wait_until("two handlers started", lambda: len(started(log)) == 2)
+        time.sleep(0.3)  # the first two take a second: nothing else may start meanwhile
+        assert len(started(log)) == 2, "only capacity handlers run at once"
+        for job_id in ids:
+            assert client.wait(job_id, timeout=30).attempts == 1

@@ -25,6 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--coordinator", required=True)
     parser.add_argument("--capacity", type=int, default=8)
+    parser.add_argument("--prefetch", type=int, default=0)
     parser.add_argument("--worker-id")
     parser.add_argument("--heartbeat-interval", type=float, default=0.3)
     parser.add_argument("--coordinator-timeout", type=float, default=3.0)
@@ -47,6 +48,7 @@ def main() -> None:
     worker = Worker(
         args.coordinator,
         capacity=args.capacity,
+        prefetch=args.prefetch,
         token=args.token,
         tls_ca=args.tls_ca,
         worker_id=args.worker_id,

@@ -200,7 +200,11 @@ class Worker:
 
     ``addresses``: the coordinator's worker listener (``host:port``, a
     comma-separated list or a list for a high-availability group).
-    ``capacity``: attempts run at once (the pool's threads). ``token``: the
+    ``capacity``: attempts run at once (the pool's threads). ``prefetch``:
+    attempts accepted beyond that, each waiting in the worker for a thread
+    (the worker registers ``capacity + prefetch`` slots, so a thread that
+    frees starts its next job without waiting for the coordinator; a
+    waiting attempt's timeout runs while it waits). ``token``: the
     coordinator's ``worker-token``. ``tls_ca``: PEM file of the CA that
     signed the coordinator's certificate. ``worker_id``: defaults to
     ``HOST-py-PID``. ``drain_timeout``: how long running attempts may take
@@ -221,9 +225,12 @@ class Worker:
         drain_timeout: float = 30.0,
         reconnect_max: float = 5.0,
         max_frame_bytes: int = wire.DEFAULT_MAX_FRAME_BYTES,
+        prefetch: int = 0,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity: must be at least 1, got {capacity}")
+        if not 0 <= prefetch <= 10_000:
+            raise ValueError(f"prefetch: {prefetch} is outside 0..=10000")
         if coordinator_timeout <= heartbeat_interval:
             raise ValueError(
                 f"coordinator_timeout ({coordinator_timeout} s) must be longer than "
@@ -232,6 +239,9 @@ class Worker:
         self._addrs = parse_addresses(addresses)
         self._security = Security(token, tls_ca, tls_server_name)
         self.capacity = capacity
+        self.prefetch = prefetch
+        self.slots = capacity + prefetch
+        """What the worker registers: attempts it holds at once, running or waiting."""
         self.worker_id = worker_id or f"{socket.gethostname()}-py-{os.getpid()}"
         self.heartbeat_interval = heartbeat_interval
         self.coordinator_timeout = coordinator_timeout
@@ -369,10 +379,10 @@ class Worker:
         link = handshake(addr, "worker", self._security, self.max_frame_bytes, CONNECT_TIMEOUT)
         with closed_on_error(link):
             with self._lock:
-                running = list(self._held)[: self.capacity]
+                running = list(self._held)[: self.slots]
             link.send(
                 wire.frame(
-                    wire.register(self.worker_id, self.capacity, sorted(self._handlers), running)
+                    wire.register(self.worker_id, self.slots, sorted(self._handlers), running)
                 )
             )
             while True:
@@ -392,9 +402,9 @@ class Worker:
                 log.warning("unexpected %s before Registered ignored", name)
         link.sock.settimeout(self.coordinator_timeout)
         log.info(
-            "registered with %s (capacity %d, %d claims, epoch %d)",
+            "registered with %s (%d slots, %d claims, epoch %d)",
             addr,
-            self.capacity,
+            self.slots,
             len(running),
             self._epoch,
         )
@@ -468,8 +478,8 @@ class Worker:
         with self._lock:
             if self._draining.is_set():
                 why = "is draining"
-            elif len(self._held) >= self.capacity:
-                why = f"has all {self.capacity} slots taken"
+            elif len(self._held) >= self.slots:
+                why = f"has all {self.slots} slots taken"
             elif handler is None:
                 why = f"has no handler for {task_type!r}"
             else:
