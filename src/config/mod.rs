@@ -145,9 +145,16 @@ pub trait Validate {
 pub fn load<O: ConfigOptions>(file: Option<&Path>, flags: O) -> Result<O::Resolved, ConfigError> {
     let flag_keys = flags.keys_set();
     let config = read_file::<O>(file)?.overlaid_with(flags).resolve();
-    config
-        .validate()
-        .map_err(|invalid| ConfigError::about_key(file, &flag_keys, invalid))?;
+    config.validate().map_err(|invalid| {
+        let mut error = ConfigError::about_key(file, &flag_keys, invalid);
+        if let (Some(path), Some(key)) = (file, &error.key) {
+            if !flag_keys.contains(key) {
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                error.position = value_position(&text, key);
+            }
+        }
+        error
+    })?;
     Ok(config)
 }
 
@@ -199,6 +206,26 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     let line = text[line_start..].lines().next()?;
     let key = line.split('=').next()?.trim().trim_matches('"');
     (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
+}
+
+/// Where the value of top-level `key` starts (`key = value`), for an error
+/// about that value; `None` when the file does not set it at the top.
+fn value_position(text: &str, key: &str) -> Option<Position> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            return None;
+        }
+        if let Some((name, value)) = trimmed.split_once('=') {
+            if name.trim().trim_matches('"') == key {
+                let value_at = line.len() - value.len() + (value.len() - value.trim_start().len());
+                return Some(Position::of(text, offset + value_at));
+            }
+        }
+        offset += line.len();
+    }
+    None
 }
 
 /// A validation failure: (key, reason).
@@ -480,6 +507,37 @@ mod tests {
         assert!(
             !err.reason.contains("coordinator"),
             "no list of every key: {err}"
+        );
+    }
+
+    #[test]
+    fn a_bad_value_names_the_line_and_column_of_the_value() {
+        let f = file_with("# worker\ncapacity = 2\n  prefetch =  20000\n");
+        let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("range");
+        assert_eq!(err.key.as_deref(), Some("prefetch"));
+        assert_eq!(
+            err.position,
+            Some(Position {
+                line: 3,
+                column: 15
+            }),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}:3:15: key `prefetch`", err.source_name)),
+            "{err}"
+        );
+        // Set by a flag: the command line is blamed, with no position.
+        let flags = WorkerOptions {
+            prefetch: Some(20_000),
+            ..Default::default()
+        };
+        let f = file_with("capacity = 2\n");
+        let err = load::<WorkerOptions>(Some(f.path()), flags).expect_err("range");
+        assert_eq!(
+            (err.source_name.as_str(), err.position),
+            ("command line", None)
         );
     }
 
