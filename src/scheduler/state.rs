@@ -168,6 +168,8 @@ pub struct CoordinatorState {
     /// Finished jobs whose deletion the database has not answered yet
     /// (see `deletion`): at most `MAX_BULK_JOBS` per deletion in flight.
     pub(super) deleting: std::collections::HashSet<JobId>,
+    /// Every schedule, at most `max-schedules`, with when each is due.
+    pub(super) schedules: crate::scheduler::schedule::ScheduleBook,
 }
 
 impl CoordinatorState {
@@ -200,6 +202,9 @@ impl CoordinatorState {
             claim_deadline: i64::MIN,
             epoch: 0,
             deleting: std::collections::HashSet::new(),
+            schedules: crate::scheduler::schedule::ScheduleBook::new(
+                crate::scheduler::schedule::DEFAULT_MAX_SCHEDULES,
+            ),
         }
     }
 
