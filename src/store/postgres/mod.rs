@@ -16,6 +16,7 @@ mod expiry;
 mod fence;
 pub mod history;
 mod read;
+mod schedules;
 pub mod schema;
 pub mod throwaway;
 mod write;
@@ -26,6 +27,7 @@ pub use history::PostgresReader;
 
 use super::{ExpiredJob, ExpiryCutoffs, Store, StoreError};
 use crate::protocol::{JobId, JobState};
+use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};
 use crate::scheduler::{JobRow, Stored};
 use postgres::Client;
 use std::collections::HashMap;
@@ -217,6 +219,14 @@ impl Store for PostgresStore {
             .map(|j| (j.id, j.state))
             .collect();
         Ok(stored)
+    }
+
+    fn write_schedule(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
+        self.write_schedule_row(write)
+    }
+
+    fn load_schedules(&mut self) -> Result<Vec<StoredSchedule>, StoreError> {
+        self.load_schedule_rows()
     }
 
     fn set_fence(&mut self, epoch: Option<u64>) {
