@@ -640,6 +640,7 @@ fn nightly(updated_at: i64) -> StoredSchedule {
             paused: false,
             start_at: None,
             end_at: Some(9_000_000_000_000),
+            from_config: false,
         },
         last_slot: None,
         updated_at,

@@ -809,6 +809,10 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::Invalid { .. } => "Invalid",
         ClientResponse::Bulk(_) => "Bulk",
         ClientResponse::Queues(_) => "Queues",
+        ClientResponse::Schedule(_) => "Schedule",
+        ClientResponse::Schedules { .. } => "Schedules",
+        ClientResponse::ScheduleDeleted { .. } => "ScheduleDeleted",
+        ClientResponse::ScheduleRefused { .. } => "ScheduleRefused",
     };
     ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
 }

@@ -54,7 +54,7 @@ impl std::str::FromStr for Overlap {
 }
 
 /// A schedule's definition. Exactly one of `cron` and `every_ms`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduleSpec {
     /// Unique; 1 to 64 characters of `A-Z a-z 0-9 . _ -`.
     pub name: String,
@@ -96,6 +96,10 @@ pub struct ScheduleSpec {
     /// No slot after this time (unix ms).
     #[serde(default)]
     pub end_at: Option<i64>,
+    /// Declared in the coordinator's TOML (`[[schedule]]`): paused, not
+    /// deleted, when a start-up finds it gone from the file.
+    #[serde(default)]
+    pub from_config: bool,
 }
 
 /// One job a schedule fired.
@@ -109,7 +113,7 @@ pub struct ScheduleRun {
 }
 
 /// A schedule as the coordinator sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduleView {
     pub spec: ScheduleSpec,
     /// The next slots that will be considered (unix ms), up to 5.

@@ -214,6 +214,7 @@ impl CoordinatorState {
         let mut state = CoordinatorState::new(Policy::from_config(config), log);
         state.metrics = Metrics::with_task_type_limit(config.metrics_max_task_types);
         state.set_timeline_task_types(config.timeline_task_types);
+        state.set_max_schedules(config.max_schedules);
         state
     }
 

@@ -30,6 +30,7 @@ fn every_minute(name: &str, overlap: Overlap) -> ScheduleSpec {
         paused: false,
         start_at: None,
         end_at: None,
+        from_config: false,
     }
 }
 

@@ -163,6 +163,7 @@ mod tests {
             paused: false,
             start_at: None,
             end_at: None,
+            from_config: false,
         }
     }
 
