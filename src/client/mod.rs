@@ -31,6 +31,9 @@
 mod admin;
 pub(crate) mod connection;
 mod error;
+mod schedules;
+
+pub use schedules::{ScheduleAnswer, ScheduleRefusedAnswer};
 
 pub use error::ClientError;
 
