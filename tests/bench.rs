@@ -73,6 +73,28 @@ fn tiny_bench_drains_every_job_and_reports_consistent_figures() {
 
 mod common;
 
+#[test]
+fn bench_from_a_backlog_with_prefetching_workers_drains_every_job() {
+    let report = bench_json(&[
+        "--jobs",
+        "300",
+        "--latency-jobs",
+        "0",
+        "--backlog",
+        "--prefetch",
+        "16",
+    ]);
+    assert_eq!(report["setup"]["backlog"], true, "{report}");
+    assert_eq!(number(&report, &["setup", "prefetch"]), 16.0, "{report}");
+    assert_eq!(number(&report, &["throughput", "accepted"]), 300.0);
+    assert_eq!(number(&report, &["throughput", "succeeded"]), 300.0);
+    // From a backlog a job is written when submitted, assigned and
+    // finished, and submission is over before the drain: every commit of
+    // the phase carries assignments or results.
+    let rows = number(&report, &["persistence", "rows"]);
+    assert!((600.0..=900.0).contains(&rows), "rows {rows}: {report}");
+}
+
 /// `taskyard bench ... --json` with `args`: the report, or a panic with
 /// stderr.
 fn bench_json(args: &[&str]) -> Value {

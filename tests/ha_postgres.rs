@@ -181,7 +181,8 @@ fn a_leader_whose_epoch_moved_on_steps_down_at_its_next_commit_and_sends_nothing
     let url = pg.url();
     let dir = tempfile::tempdir().expect("temp dir");
     let a = start(dir.path(), "node-a", &url);
-    wait_leading(&a, Duration::from_secs(10));
+    // A bound on start-up, not a measurement: generous for a loaded machine.
+    wait_leading(&a, Duration::from_secs(30));
     let mut client = Client::connect(&a.client_addr.to_string()).expect("connects");
     let accepted = client
         .submit(echo("before"))

@@ -729,6 +729,60 @@ conformance!(
 
 // ---- PostgreSQL only ----
 
+/// A batch is split between the store's write connections (by job, by
+/// idempotency key when there is one): the parts commit together, a part
+/// that fails rolls every part back, and the finished-job counts each
+/// connection keeps add up.
+#[test]
+fn postgres_a_batch_split_between_writers_commits_or_rolls_back_whole() {
+    let Some(b) = Backend::postgres() else {
+        return;
+    };
+    let mut store = b.store();
+    let keyed = job(1, JobState::Queued);
+    store.commit(&rows(&[&keyed])).expect("commit");
+    // Twenty jobs without a key spread over both writers (by their ids'
+    // random bits); one more clashes with the stored key.
+    let mut running: Vec<Job> = (2..22).map(|n| job(n, JobState::Running)).collect();
+    for job in &mut running {
+        job.idempotency_key = None;
+    }
+    let mut clash = job(30, JobState::Queued);
+    clash.idempotency_key = keyed.idempotency_key.clone();
+    let mut batch = rows(&running.iter().collect::<Vec<_>>());
+    batch.extend(rows(&[&clash]));
+    let err = store.commit(&batch).expect_err("duplicate key");
+    assert!(!err.is_fenced(), "{err}");
+    assert_eq!(b.job_count(), 1, "no part of the failed batch is stored");
+
+    store
+        .commit(&rows(&running.iter().collect::<Vec<_>>()))
+        .expect("commit");
+    assert_eq!(b.job_count(), 21);
+    let succeeded: Vec<Job> = running
+        .iter()
+        .map(|j| {
+            let mut j = j.clone();
+            j.state = JobState::Succeeded;
+            j.result = Some(b"done".to_vec().into());
+            j.end_attempt(AttemptOutcome::Succeeded, 30);
+            j.finished_at = Some(30);
+            j
+        })
+        .collect();
+    store
+        .commit(&rows(&succeeded.iter().collect::<Vec<_>>()))
+        .expect("commit");
+    let shards = b.number(
+        "",
+        "SELECT count(DISTINCT shard) FROM taskyard.terminal_counts WHERE jobs > 0",
+    );
+    assert_eq!(shards, 2, "both writers counted finished jobs");
+    let stored = b.store().load_for_recovery(100).expect("load");
+    assert_eq!(count_of(&stored, JobState::Succeeded), 20);
+    assert_eq!(stored.jobs.len(), 21, "{:?}", stored.jobs.len());
+}
+
 /// The fence: with the lease at the epoch this store holds, writes go
 /// through; once the epoch moves on, commit, staging and expiry all fail
 /// fenced and write nothing.

@@ -330,8 +330,10 @@ fn open_and_load(config: &CoordinatorConfig, log: &Logger) -> Result<Opened, Sta
                         Ok((Box::new(store), stored, None))
                     }
                     StoreKind::Postgres => {
-                        let mut store = PostgresStore::open(config.postgres_url.expose())
-                            .map_err(postgres_unusable)?;
+                        let url = config.postgres_url.expose();
+                        let mut store =
+                            PostgresStore::open_writers(url, config.postgres_write_connections)
+                                .map_err(postgres_unusable)?;
                         info!(log, "store opened"; "store" => store.describe());
                         let readers = postgres_readers(store.target(), config)?;
                         let stored = Store::load_for_recovery(&mut store, window)?;

@@ -179,29 +179,38 @@ impl Cluster {
                 (Some(own), c.to_string(), w.to_string())
             }
         };
-        let start_times = StartTimes::default();
-        let workers = (1..=opts.workers)
-            .map(|i| {
-                let config = WorkerConfig {
-                    coordinator: worker_addr.clone(),
-                    worker_id: format!("bench-{}-{i}", std::process::id()),
-                    capacity: opts.capacity,
-                    ..WorkerConfig::default()
-                };
-                WorkerHandle::spawn_with_registry(config, registry(&start_times), log.clone())
-            })
-            .collect();
-        let cluster = Cluster {
+        let mut cluster = Cluster {
             client_addr,
             client_options: opts.client.clone(),
             worker_addr,
-            start_times,
+            start_times: StartTimes::default(),
             own,
-            workers,
+            workers: Vec::new(),
             log,
         };
-        cluster.wait_for_workers(Duration::from_secs(15))?;
+        if !opts.backlog {
+            cluster.start_workers(opts)?;
+        }
         Ok(cluster)
+    }
+
+    /// Starts `opts.workers` workers and returns once every one is
+    /// registered.
+    pub fn start_workers(&mut self, opts: &BenchOptions) -> Result<(), BenchError> {
+        self.workers = (1..=opts.workers)
+            .map(|i| {
+                let config = WorkerConfig {
+                    coordinator: self.worker_addr.clone(),
+                    worker_id: format!("bench-{}-{i}", std::process::id()),
+                    capacity: opts.capacity,
+                    prefetch: opts.prefetch,
+                    ..WorkerConfig::default()
+                };
+                let registry = registry(&self.start_times);
+                WorkerHandle::spawn_with_registry(config, registry, self.log.clone())
+            })
+            .collect();
+        self.wait_for_workers(Duration::from_secs(15))
     }
 
     fn wait_for_workers(&self, within: Duration) -> Result<(), BenchError> {
@@ -316,6 +325,7 @@ impl OwnCoordinator {
             Some(pg) => CoordinatorConfig {
                 store: StoreKind::Postgres,
                 postgres_url: PostgresUrl::new(pg.url()),
+                postgres_write_connections: opts.write_connections,
                 node_name: "bench".into(),
                 ..config
             },

@@ -74,32 +74,83 @@ pub fn submit_and_drain(
     plan: &SubmitPlan,
     progress: &dyn Fn(&str, u64, u64),
 ) -> Result<Drained, BenchError> {
-    let task_type = plan.template.task_type.clone();
-    let mut watcher = Client::connect_with(&plan.addr, &plan.options)?;
-    let (base_terminal, base_succeeded) = finished_counts(&mut watcher, &task_type)?;
+    let mut watcher = Watcher::connect(plan)?;
     let connections = connect_all(plan)?;
     let started = Instant::now();
     std::thread::scope(|scope| {
         let mut submitting = Some(scope.spawn(|| submit_on(plan, connections, started)));
         let mut submitted: Option<Submitted> = None;
-        let mut last = (0, Instant::now());
-        loop {
+        watcher.until_drained(started, progress, || {
             if submitting.as_ref().is_some_and(|t| t.is_finished()) {
                 if let Some(thread) = submitting.take() {
                     submitted = Some(join(thread)?);
                 }
             }
+            Ok(submitted.clone())
+        })
+    })
+}
+
+/// From a backlog: submits everything while no worker runs, then calls
+/// `start_workers` and times from then until every accepted job is
+/// terminal.
+pub fn backlog_then_drain(
+    plan: &SubmitPlan,
+    start_workers: impl FnOnce() -> Result<(), BenchError>,
+    progress: &dyn Fn(&str, u64, u64),
+) -> Result<Drained, BenchError> {
+    let mut watcher = Watcher::connect(plan)?;
+    let submitted = submit_only(plan)?;
+    let started = Instant::now();
+    start_workers()?;
+    watcher.until_drained(started, progress, || Ok(Some(submitted.clone())))
+}
+
+/// Counts the plan's jobs that are terminal, from the counts before it.
+struct Watcher<'a> {
+    client: Client,
+    plan: &'a SubmitPlan,
+    base_terminal: u64,
+    base_succeeded: u64,
+}
+
+impl<'a> Watcher<'a> {
+    fn connect(plan: &'a SubmitPlan) -> Result<Watcher<'a>, BenchError> {
+        let mut client = Client::connect_with(&plan.addr, &plan.options)?;
+        let (base_terminal, base_succeeded) =
+            finished_counts(&mut client, &plan.template.task_type)?;
+        Ok(Watcher {
+            client,
+            plan,
+            base_terminal,
+            base_succeeded,
+        })
+    }
+
+    /// Polls until every job `submitted()` says was accepted is terminal
+    /// (`submitted()` is `None` while submission goes on).
+    fn until_drained(
+        &mut self,
+        started: Instant,
+        progress: &dyn Fn(&str, u64, u64),
+        mut submitted: impl FnMut() -> Result<Option<Submitted>, BenchError>,
+    ) -> Result<Drained, BenchError> {
+        let jobs = self.plan.jobs;
+        let mut last = (0, Instant::now());
+        loop {
+            let submitted = submitted()?;
             // Rejected jobs never become terminal: wait only for the accepted.
-            let target = submitted.as_ref().map_or(plan.jobs, |s| s.accepted);
-            let (terminal, succeeded) = finished_counts(&mut watcher, &task_type)?;
-            let done = terminal.saturating_sub(base_terminal);
-            progress("drain", done, plan.jobs);
-            if let Some(submitted) = submitted.as_ref().filter(|_| done >= target) {
+            let target = submitted.as_ref().map_or(jobs, |s| s.accepted);
+            let (terminal, succeeded) =
+                finished_counts(&mut self.client, &self.plan.template.task_type)?;
+            let done = terminal.saturating_sub(self.base_terminal);
+            progress("drain", done, jobs);
+            if let Some(submitted) = submitted.filter(|_| done >= target) {
                 return Ok(Drained {
-                    submitted: submitted.clone(),
+                    submitted,
                     elapsed: started.elapsed(),
                     terminal: done,
-                    succeeded: succeeded.saturating_sub(base_succeeded),
+                    succeeded: succeeded.saturating_sub(self.base_succeeded),
                 });
             }
             if done > last.0 {
@@ -111,7 +162,7 @@ pub fn submit_and_drain(
             }
             std::thread::sleep(POLL);
         }
-    })
+    }
 }
 
 fn join(

@@ -45,6 +45,13 @@ pub struct BenchOptions {
     pub jobs: u64,
     pub workers: u32,
     pub capacity: u32,
+    /// Jobs each worker takes beyond `capacity` (its `prefetch`).
+    pub prefetch: u32,
+    /// The own coordinator's `postgres-write-connections`.
+    pub write_connections: usize,
+    /// Submit every job before any worker starts, and time the drain from
+    /// the workers' start.
+    pub backlog: bool,
     pub clients: u32,
     pub batch: u32,
     /// Jobs each client keeps in flight.
@@ -94,7 +101,11 @@ pub fn run(
     let mut cluster = Cluster::start(opts, log)?;
     let preload = preload(opts, &cluster)?;
     let before = (cpu_snapshot(), cluster.inspect()?);
-    let drained = load::submit_and_drain(&plan(opts, &cluster, NOOP, opts.jobs), progress)?;
+    let plan = plan(opts, &cluster, NOOP, opts.jobs);
+    let drained = match opts.backlog {
+        false => load::submit_and_drain(&plan, progress)?,
+        true => load::backlog_then_drain(&plan, || cluster.start_workers(opts), progress)?,
+    };
     let after = (cpu_snapshot(), cluster.inspect()?);
     let settled = settled(opts, &cluster)?;
     let latency = (opts.latency_jobs > 0)
@@ -262,6 +273,10 @@ fn setup(opts: &BenchOptions) -> Setup {
         jobs: opts.jobs,
         workers: opts.workers,
         capacity: opts.capacity,
+        prefetch: opts.prefetch,
+        write_connections: (opts.coordinator.is_none() && opts.store == StoreKind::Postgres)
+            .then_some(opts.write_connections),
+        backlog: opts.backlog,
         clients: opts.clients,
         batch: opts.batch,
         window: opts.window,

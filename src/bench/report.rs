@@ -38,6 +38,11 @@ pub struct Setup {
     pub jobs: u64,
     pub workers: u32,
     pub capacity: u32,
+    pub prefetch: u32,
+    /// With store `postgres`: its write connections.
+    pub write_connections: Option<usize>,
+    /// Jobs were all submitted before the workers started.
+    pub backlog: bool,
     pub clients: u32,
     pub batch: u32,
     pub window: u32,
@@ -56,7 +61,8 @@ pub struct Throughput {
     pub submit_secs: f64,
     pub submit_jobs_per_sec: f64,
     /// First submission written to every job seen terminal (workers
-    /// running throughout).
+    /// running throughout); with `backlog`, the workers' start to every
+    /// job seen terminal.
     pub drain_secs: f64,
     pub drain_jobs_per_sec: f64,
 }
@@ -116,8 +122,8 @@ impl BenchReport {
         let t = &self.throughput;
         let _ = writeln!(
             out,
-            "taskyard bench: {} jobs, {} workers x {} slots, {} clients, batch {}, window {}, payload {} B, coordinator {} ({})",
-            s.jobs, s.workers, s.capacity, s.clients, s.batch, s.window, s.payload_bytes, s.coordinator,
+            "taskyard bench: {} jobs, {} workers x {} slots (prefetch {}), {} clients, batch {}, window {}, payload {} B, coordinator {} ({})",
+            s.jobs, s.workers, s.capacity, s.prefetch, s.clients, s.batch, s.window, s.payload_bytes, s.coordinator,
             match (s.store.as_deref(), s.synchronous.as_deref()) {
                 (Some("postgres"), _) => "store postgres".to_string(),
                 (_, Some(sync)) => format!("synchronous={sync}"),
@@ -131,8 +137,12 @@ impl BenchReport {
         );
         let _ = writeln!(
             out,
-            "  drain    {:>10.0} jobs/s  ({} terminal, {} succeeded in {:.3} s)",
-            t.drain_jobs_per_sec, t.terminal, t.succeeded, t.drain_secs
+            "  drain    {:>10.0} jobs/s  ({} terminal, {} succeeded in {:.3} s{})",
+            t.drain_jobs_per_sec,
+            t.terminal,
+            t.succeeded,
+            t.drain_secs,
+            if s.backlog { ", from a backlog" } else { "" }
         );
         if let Some(p) = &self.persistence {
             let _ = writeln!(

@@ -21,6 +21,18 @@ pub struct BenchArgs {
     /// Task slots per worker.
     #[arg(long, value_name = "C", default_value_t = 8)]
     pub capacity: u32,
+    /// Jobs each worker takes beyond its slots, waiting for one (the
+    /// worker's `prefetch`).
+    #[arg(long, value_name = "P", default_value_t = 0)]
+    pub prefetch: u32,
+    /// With --store postgres: the coordinator's
+    /// `postgres-write-connections`.
+    #[arg(long, value_name = "N", default_value_t = crate::store::postgres::DEFAULT_WRITERS)]
+    pub write_connections: usize,
+    /// Submit every job first, then start the workers: the drain is timed
+    /// from their start (a backlog), not from the first submission.
+    #[arg(long)]
+    pub backlog: bool,
     /// Submitting connections, one thread each.
     #[arg(long, value_name = "K", default_value_t = 4)]
     pub clients: u32,
@@ -215,6 +227,9 @@ fn options(ctx: &Context, args: &BenchArgs) -> BenchOptions {
         jobs: args.jobs,
         workers: args.workers,
         capacity: args.capacity,
+        prefetch: args.prefetch,
+        write_connections: args.write_connections,
+        backlog: args.backlog,
         clients: args.clients,
         batch: args.batch,
         window: args.window,

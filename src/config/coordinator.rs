@@ -26,6 +26,9 @@ config_struct! {
         /// (`?sslmode=require` for TLS, `&sslrootcert=FILE` for a private CA);
         /// when not set, $TASKYARD_POSTGRES_URL. Never logged with its password.
         postgres_url: PostgresUrl = PostgresUrl::from_env(),
+        /// store = "postgres": connections a batch's writes are split
+        /// between, written in parallel and committed together (1..=16).
+        postgres_write_connections: usize = crate::store::postgres::DEFAULT_WRITERS,
         /// SQLite database file; created if missing.
         db_path: PathBuf = PathBuf::from("taskyard-data/taskyard.db"),
         /// SQLite `synchronous` mode: full (every commit fsynced), normal or off.
@@ -335,6 +338,12 @@ impl Validate for CoordinatorConfig {
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
         at_least("max-connections", self.max_connections as u64, 1)?;
         at_least("history-readers", self.history_readers as u64, 1)?;
+        if !(1..=16).contains(&self.postgres_write_connections) {
+            return Err((
+                "postgres-write-connections".into(),
+                format!("{} is outside 1..=16", self.postgres_write_connections),
+            ));
+        }
         at_least("job-retention-millis", self.job_retention_millis, 1)?;
         at_least(
             "failed-job-retention-millis",

@@ -19,6 +19,15 @@ config_struct! {
         worker_id: String = String::new(),
         /// Most tasks run at once (default: number of CPUs).
         capacity: u32 = default_capacity(),
+        /// Jobs the worker takes beyond `capacity`, each waiting in the
+        /// worker for a slot: the coordinator counts capacity + prefetch
+        /// as the worker's slots. A slot that frees then starts its next
+        /// job at once instead of waiting for the coordinator to commit a
+        /// new assignment (which on PostgreSQL is a transaction's round
+        /// trip). A waiting job's timeout runs while it waits, and a
+        /// worker lost takes its waiting jobs with it (they are retried
+        /// like its running ones). 0: none.
+        prefetch: u32 = 0,
         /// Heartbeat period; keep well under the coordinator's heartbeat-timeout-millis.
         heartbeat_interval_millis: u64 = 2000,
         /// Longest pause between reconnection attempts.
@@ -100,6 +109,12 @@ impl Validate for WorkerConfig {
     fn validate(&self) -> Result<(), Invalid> {
         crate::protocol::parse_address_list(&self.coordinator)
             .map_err(|e| ("coordinator".to_string(), e.to_string()))?;
+        if self.prefetch > 10_000 {
+            return Err((
+                "prefetch".into(),
+                format!("{} is outside 0..=10000", self.prefetch),
+            ));
+        }
         if !(1..=10_000).contains(&self.capacity) {
             return Err((
                 "capacity".into(),

@@ -221,8 +221,12 @@ async fn run_with_task_runtime(run: Run, log: Logger, shutdown: Shutdown) {
         max_frame_bytes: config.max_frame_bytes,
         cleanup_grace: cleanup,
     };
+    let size = pool::PoolSize {
+        capacity: config.capacity,
+        prefetch: config.prefetch,
+    };
     let pool = pool::TaskPool::new(
-        config.capacity,
+        size,
         registry,
         tasks,
         limits,
@@ -243,7 +247,8 @@ async fn run_with_task_runtime(run: Run, log: Logger, shutdown: Shutdown) {
         transport,
         observer,
         worker_id,
-        capacity: config.capacity,
+        // Prefetched jobs count against the slots registered.
+        capacity: size.slots(),
         heartbeat: Duration::from_millis(config.heartbeat_interval_millis),
         coordinator_timeout: Duration::from_millis(config.coordinator_timeout_millis),
         reconnect_max: Duration::from_millis(config.reconnect_max_millis),

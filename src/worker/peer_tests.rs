@@ -115,6 +115,17 @@ impl Harness {
             reconnect_max_millis: 1000,
             ..WorkerConfig::default()
         };
+        Harness::start_config(listener, config, registry, tasks, observer)
+    }
+
+    /// A worker run with `config` (its `coordinator` naming `listener`).
+    fn start_config(
+        listener: TcpListener,
+        config: WorkerConfig,
+        registry: TaskRegistry,
+        tasks: TaskRuntime,
+        observer: Option<FrameObserver>,
+    ) -> Harness {
         let (log, lines) = capturing_logger();
         let shutdown = CancellationToken::new();
         let run = Run {

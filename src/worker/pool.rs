@@ -46,6 +46,31 @@ pub struct PoolLimits {
     pub cleanup_grace: Duration,
 }
 
+/// How many attempts a pool runs and holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSize {
+    /// Most handlers running at once.
+    pub capacity: u32,
+    /// Attempts accepted beyond `capacity`, each waiting for a slot.
+    pub prefetch: u32,
+}
+
+impl PoolSize {
+    /// A pool that takes no more attempts than it runs.
+    #[cfg(test)]
+    pub fn new(capacity: u32) -> PoolSize {
+        PoolSize {
+            capacity,
+            prefetch: 0,
+        }
+    }
+
+    /// Attempts the pool accepts: running and waiting.
+    pub fn slots(&self) -> u32 {
+        self.capacity.saturating_add(self.prefetch)
+    }
+}
+
 /// An assignment refused because every slot is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("is at its capacity ({running} running): an assignment beyond capacity is refused")]
@@ -66,7 +91,8 @@ pub struct TaskPool {
 #[derive(Clone)]
 struct Slots {
     registry: Arc<TaskRegistry>,
-    /// The capacity registered: attempts assigned and not yet reported.
+    /// The slots registered (capacity and prefetch): attempts assigned
+    /// and not yet reported.
     capacity: usize,
     permits: Arc<Semaphore>,
     running: Arc<Mutex<HashMap<Key, CancellationToken>>>,
@@ -147,11 +173,12 @@ pub struct PoolControl {
 }
 
 impl TaskPool {
-    /// At most `capacity` handlers run at once: those of
+    /// At most `size.capacity` handlers run at once (those of
     /// [`Threads::TaskThreads`] task types on `runtime`, the others on the
-    /// runtime that calls [`assign`](Self::assign).
+    /// runtime that calls [`assign`](Self::assign)), and at most
+    /// `size.prefetch` more attempts wait for a slot.
     pub fn new(
-        capacity: u32,
+        size: PoolSize,
         registry: TaskRegistry,
         runtime: TaskRuntime,
         limits: PoolLimits,
@@ -160,8 +187,8 @@ impl TaskPool {
     ) -> Self {
         let slots = Slots {
             registry: Arc::new(registry),
-            capacity: capacity as usize,
-            permits: Arc::new(Semaphore::new(capacity as usize)),
+            capacity: size.slots() as usize,
+            permits: Arc::new(Semaphore::new(size.capacity as usize)),
             running: Arc::default(),
             unreported: Ledger::default(),
             in_flight: Arc::new(watch::Sender::new(0)),
@@ -492,7 +519,14 @@ mod tests {
         };
         let log = Logger::root(slog::Discard, o!());
         let runtime = TaskRuntime::dedicated(2).expect("task runtime");
-        let pool = TaskPool::new(2, registry, runtime, limits, WorkerId("w".into()), log);
+        let pool = TaskPool::new(
+            PoolSize::new(2),
+            registry,
+            runtime,
+            limits,
+            WorkerId("w".into()),
+            log,
+        );
         let connection = std::thread::Builder::new()
             .name("connection".into())
             .spawn(move || {

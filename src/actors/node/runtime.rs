@@ -56,7 +56,7 @@ pub fn postgres_opener(config: &CoordinatorConfig) -> StoreOpener {
         .min(Duration::from_millis(config.leader_lease_millis / 2))
         .max(Duration::from_millis(100));
     Arc::new(move || {
-        let mut store = PostgresStore::open(&url)?;
+        let mut store = PostgresStore::open_writers(&url, config.postgres_write_connections)?;
         store.set_idle_limit(idle_limit);
         let readers = postgres_readers(store.target(), &config)
             .map_err(|e| StoreError::new("postgres-url", e.to_string()))?;

@@ -113,6 +113,7 @@ impl PostgresStore {
         for job in &expired {
             counts.add(&job.task_type, job.state, -1);
         }
+        let shard = self.shard;
         let conn = self.conn()?;
         let written = match with_attempts.is_empty() {
             true => Ok(0),
@@ -121,7 +122,7 @@ impl PostgresStore {
                 &[&with_attempts],
             ),
         }
-        .and_then(|_| write_counts(&mut conn.client, &conn.statements.counts, counts));
+        .and_then(|_| write_counts(&mut conn.client, &conn.statements.counts, shard, counts));
         written.map_err(|e| self.driver(&e))?;
         Ok(expired)
     }

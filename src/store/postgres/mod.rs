@@ -36,9 +36,26 @@ use std::time::Duration;
 /// See `PostgresStore::set_idle_limit`.
 pub const DEFAULT_IDLE_LIMIT: Duration = Duration::from_secs(5);
 
-/// The open PostgreSQL store: one connection, owned by the persistence
-/// thread. A lost connection is opened again by the next operation (a
-/// transaction open when it broke failed with it).
+/// Write connections a store opens unless told otherwise
+/// (`postgres-write-connections`).
+pub const DEFAULT_WRITERS: usize = 2;
+
+/// The open PostgreSQL store, owned by the persistence thread: a write
+/// connection of its own and, with several writers, the others (each a
+/// `PostgresStore` of one connection). A lost connection is opened again
+/// by the next operation (a transaction open when it broke failed with it).
+///
+/// With several writers a batch is split between them by job (by
+/// idempotency key when the job has one, so that two jobs with one key
+/// always meet in one transaction), and the parts are written in parallel,
+/// a transaction each. Only once every part is written are they committed,
+/// together; if any part fails, every part is rolled back. A batch can
+/// therefore be partly durable only when a `COMMIT` itself fails after
+/// another part's succeeded (the connection lost, the server stopping):
+/// like a commit whose answer was lost, the batch is reported failed, its
+/// rows are written again by a later batch, and writing a row again is
+/// harmless (a job's row ends as its latest state says; the counts move by
+/// what is stored).
 pub struct PostgresStore {
     target: PgTarget,
     conn: Option<Connection>,
@@ -59,6 +76,10 @@ pub struct PostgresStore {
     /// transaction has them. Emptied on rollback; holds unfinished jobs
     /// only, so it is bounded by `max-active-jobs`.
     unfinished: HashMap<JobId, JobState>,
+    /// This writer's rows of `terminal_counts`.
+    shard: i16,
+    /// The other writers (see the type's documentation).
+    others: Vec<PostgresStore>,
 }
 
 /// A connection with the statements the write path prepared on it.
@@ -71,6 +92,20 @@ impl PostgresStore {
     /// Connects to `url`, migrates schema `taskyard` and prepares the write
     /// path. The error names the database (never the password).
     pub fn open(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::open_writers(url, DEFAULT_WRITERS)
+    }
+
+    /// `open` with `writers` write connections (at least one).
+    pub fn open_writers(url: &str, writers: usize) -> Result<PostgresStore, StoreError> {
+        let mut store = PostgresStore::open_shard(url, 0)?;
+        for shard in 1..writers.clamp(1, i16::MAX as usize) {
+            let other = PostgresStore::open_shard(url, shard as i16)?;
+            store.others.push(other);
+        }
+        Ok(store)
+    }
+
+    fn open_shard(url: &str, shard: i16) -> Result<PostgresStore, StoreError> {
         let target =
             PgTarget::parse(url).map_err(|reason| StoreError::new("postgres-url", reason))?;
         let mut store = PostgresStore {
@@ -81,6 +116,8 @@ impl PostgresStore {
             fence: None,
             idle_limit: DEFAULT_IDLE_LIMIT,
             unfinished: HashMap::new(),
+            shard,
+            others: Vec::new(),
         };
         let conn = store.connect()?;
         store.conn = Some(conn);
@@ -95,6 +132,78 @@ impl PostgresStore {
     /// taking over. Default 5 s. The next write connects again.
     pub fn set_idle_limit(&mut self, limit: Duration) {
         self.idle_limit = limit;
+        for other in &mut self.others {
+            other.set_idle_limit(limit);
+        }
+    }
+
+    /// Write connections: this store's and the others'.
+    pub fn writers(&self) -> usize {
+        1 + self.others.len()
+    }
+
+    /// The writer `row` goes to: always the same for a job, and for jobs
+    /// of one idempotency key. All jobs of one schedule go to one writer:
+    /// each moves the schedule's row (`schedules::write_progress`), and two
+    /// writers holding that row's lock at once would wait on each other.
+    fn writer_of(&self, id: JobId, idempotency_key: Option<&str>) -> usize {
+        let writers = self.writers() as u64;
+        let routed = idempotency_key
+            .map(|key| crate::scheduler::schedule::keys::schedule_of(key).unwrap_or(key));
+        let hash = match routed {
+            Some(key) => {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                std::hash::Hash::hash(key, &mut hasher);
+                std::hash::Hasher::finish(&hasher)
+            }
+            // Version 7 ids end in random bits.
+            None => id.0.as_u128() as u64,
+        };
+        (hash % writers) as usize
+    }
+
+    /// Writes `batch` split between the writers, each part in parallel,
+    /// then commits every part, or rolls every part back if one failed
+    /// (see the type's documentation).
+    fn commit_split(&mut self, batch: Vec<JobRow>) -> Result<(), StoreError> {
+        let mut parts: Vec<Vec<JobRow>> = vec![Vec::new(); self.writers()];
+        for row in batch {
+            let writer = self.writer_of(row.id, row.idempotency_key.as_deref());
+            parts[writer].push(row);
+        }
+        let mut others = std::mem::take(&mut self.others);
+        let mine = std::mem::take(&mut parts[0]);
+        let written = on_writers(self, &mut others, &parts[1..], |store, part| {
+            store.write_rows(part.unwrap_or(&mine))
+        });
+        let result = match first_error(written) {
+            Some(e) => {
+                self.rollback();
+                others.iter_mut().for_each(PostgresStore::rollback);
+                Err(e)
+            }
+            None => first_error(on_writers(self, &mut others, &parts[1..], |store, _| {
+                store.finish_commit()
+            }))
+            .map_or(Ok(()), Err),
+        };
+        self.others = others;
+        result
+    }
+
+    /// Commits the open transaction, if any.
+    fn finish_commit(&mut self) -> Result<(), StoreError> {
+        if !self.in_transaction {
+            return Ok(());
+        }
+        let committed = self.conn()?.client.batch_execute("COMMIT");
+        self.in_transaction = false;
+        if let Err(e) = committed {
+            let error = self.driver(&e);
+            self.unfinished.clear();
+            return Err(error);
+        }
+        Ok(())
     }
 
     /// Where the data lives and how to reach it again (history readers
@@ -170,21 +279,14 @@ impl Store for PostgresStore {
     fn commit(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
         let mut batch = std::mem::take(&mut self.staged);
         batch.extend_from_slice(rows);
+        if !self.others.is_empty() {
+            return self.commit_split(batch);
+        }
         if let Err(e) = self.write_rows(&batch) {
             self.rollback();
             return Err(e);
         }
-        if !self.in_transaction {
-            return Ok(());
-        }
-        let committed = self.conn()?.client.batch_execute("COMMIT");
-        self.in_transaction = false;
-        if let Err(e) = committed {
-            let error = self.driver(&e);
-            self.unfinished.clear();
-            return Err(error);
-        }
-        Ok(())
+        self.finish_commit()
     }
 
     fn expire(
@@ -212,12 +314,15 @@ impl Store for PostgresStore {
         let stored = self.load(window)?;
         // The loaded active jobs are what the first batches update: knowing
         // their states spares those batches a read.
-        self.unfinished = stored
-            .jobs
-            .iter()
-            .filter(|j| !j.state.is_terminal())
-            .map(|j| (j.id, j.state))
-            .collect();
+        let mut caches: Vec<HashMap<JobId, JobState>> = vec![HashMap::new(); self.writers()];
+        for job in stored.jobs.iter().filter(|j| !j.state.is_terminal()) {
+            let writer = self.writer_of(job.id, job.idempotency_key.as_deref());
+            caches[writer].insert(job.id, job.state);
+        }
+        for (other, cache) in self.others.iter_mut().zip(caches.drain(1..)) {
+            other.unfinished = cache;
+        }
+        self.unfinished = caches.pop().unwrap_or_default();
         Ok(stored)
     }
 
@@ -231,9 +336,62 @@ impl Store for PostgresStore {
 
     fn set_fence(&mut self, epoch: Option<u64>) {
         self.fence = epoch;
+        for other in &mut self.others {
+            other.fence = epoch;
+        }
     }
 
     fn describe(&self) -> String {
         self.target.describe().to_string()
+    }
+}
+
+/// Runs `work` on `first` (with `None`) and on each of `others` (with its
+/// part), those with rows in parallel on threads of their own; a writer
+/// with an empty part is skipped (`Ok`), and one part runs on this thread.
+fn on_writers<F>(
+    first: &mut PostgresStore,
+    others: &mut [PostgresStore],
+    parts: &[Vec<JobRow>],
+    work: F,
+) -> Vec<Result<(), StoreError>>
+where
+    F: Fn(&mut PostgresStore, Option<&Vec<JobRow>>) -> Result<(), StoreError> + Sync,
+{
+    let busy: Vec<(&mut PostgresStore, &Vec<JobRow>)> = others
+        .iter_mut()
+        .zip(parts)
+        .filter(|(store, part)| !part.is_empty() || store.in_transaction)
+        .collect();
+    if busy.is_empty() {
+        return vec![work(first, None)];
+    }
+    std::thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> = busy
+            .into_iter()
+            .map(|(store, part)| scope.spawn(move || work(store, Some(part))))
+            .collect();
+        let mut results = vec![work(first, None)];
+        for handle in handles {
+            results.push(handle.join().unwrap_or_else(|_| {
+                Err(StoreError::new(
+                    "postgres",
+                    "a write connection's thread panicked",
+                ))
+            }));
+        }
+        results
+    })
+}
+
+/// The error to report of a batch's parts: a fenced one first (the
+/// coordinator must step down), else the first.
+fn first_error(results: Vec<Result<(), StoreError>>) -> Option<StoreError> {
+    let mut errors: Vec<StoreError> = results.into_iter().filter_map(Result::err).collect();
+    let fenced = errors.iter().position(StoreError::is_fenced);
+    match fenced {
+        Some(i) => Some(errors.swap_remove(i)),
+        None => errors.into_iter().next(),
     }
 }

@@ -137,7 +137,8 @@ pub(super) fn terminal_counts(
 ) -> Result<Vec<(String, JobState, u64)>, String> {
     let rows = client
         .query(
-            "SELECT task_type, state, jobs FROM taskyard.terminal_counts WHERE jobs > 0",
+            "SELECT task_type, state, sum(jobs)::bigint FROM taskyard.terminal_counts \
+             GROUP BY task_type, state HAVING sum(jobs) > 0",
             &[],
         )
         .map_err(|e| super::connect::error_text(&e))?;

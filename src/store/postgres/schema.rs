@@ -11,7 +11,7 @@
 use postgres::Client;
 
 /// The version this binary writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Taken (per transaction) by every migration step. Any constant unique
 /// to taskyard: "tkyd" in ASCII.
@@ -92,9 +92,18 @@ CREATE TABLE taskyard.members (
 );
 ";
 
+/// Version 2: finished-job counts kept per write connection (`shard`),
+/// so that the connections a batch is split between never wait on each
+/// other's count rows; a count is the sum over shards.
+const V2: &str = "
+ALTER TABLE taskyard.terminal_counts ADD COLUMN shard smallint NOT NULL DEFAULT 0;
+ALTER TABLE taskyard.terminal_counts DROP CONSTRAINT terminal_counts_pkey;
+ALTER TABLE taskyard.terminal_counts ADD PRIMARY KEY (task_type, state, shard);
+";
+
 /// One step: from `version - 1` to `version`.
 /// Schedules: as SQLite's version 6 (see `store::schedules`).
-const SCHEDULES: &str = "
+const V3: &str = "
 CREATE TABLE taskyard.schedules (
     name text PRIMARY KEY,
     definition bytea NOT NULL,
@@ -103,7 +112,7 @@ CREATE TABLE taskyard.schedules (
 );
 ";
 
-const STEPS: [(i64, &str); 2] = [(1, V1), (2, SCHEDULES)];
+const STEPS: [(i64, &str); 3] = [(1, V1), (2, V2), (3, V3)];
 
 /// Why the schema could not be brought up to date.
 #[derive(Debug, thiserror::Error)]

@@ -55,9 +55,12 @@ const UPSERT_ATTEMPTS: &str = "INSERT INTO taskyard.attempts (job_id, number, wo
         outcome = excluded.outcome";
 
 /// Moves the counts of finished jobs per task type and state.
-pub(super) const ADD_TO_COUNTS: &str = "INSERT INTO taskyard.terminal_counts (task_type, state, jobs) \
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) \
-    ON CONFLICT (task_type, state) DO UPDATE SET jobs = taskyard.terminal_counts.jobs + excluded.jobs";
+/// Each write connection keeps rows of its own (`$4`, its shard).
+pub(super) const ADD_TO_COUNTS: &str =
+    "INSERT INTO taskyard.terminal_counts (task_type, state, jobs, shard) \
+    SELECT t, s, n, $4 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(t, s, n) \
+    ON CONFLICT (task_type, state, shard) DO UPDATE \
+    SET jobs = taskyard.terminal_counts.jobs + excluded.jobs";
 
 /// The write path's statements, prepared once per connection.
 pub(super) struct Statements {
@@ -127,6 +130,7 @@ impl PostgresStore {
                 _ => {}
             }
         }
+        let shard = self.shard;
         let conn = self.conn()?;
         let client = &mut conn.client;
         let statements = &conn.statements;
@@ -155,7 +159,7 @@ impl PostgresStore {
             }
         }
         if failed.is_none() {
-            if let Err(e) = write_counts(client, &statements.counts, counts) {
+            if let Err(e) = write_counts(client, &statements.counts, shard, counts) {
                 failed = Some(("counting finished jobs".into(), e));
             }
         }
@@ -207,10 +211,12 @@ impl PostgresStore {
     }
 }
 
-/// Writes the count changes as one statement (none when nothing moved).
+/// Writes the count changes into `shard`'s rows as one statement (none
+/// when nothing moved).
 pub(super) fn write_counts(
     client: &mut Client,
     statement: &Statement,
+    shard: i16,
     counts: CountChanges,
 ) -> Result<(), postgres::Error> {
     let (mut types, mut states, mut by) = (Vec::new(), Vec::new(), Vec::new());
@@ -220,7 +226,7 @@ pub(super) fn write_counts(
         by.push(n);
     }
     if !types.is_empty() {
-        client.execute(statement, &[&types, &states, &by])?;
+        client.execute(statement, &[&types, &states, &by, &shard])?;
     }
     Ok(())
 }
