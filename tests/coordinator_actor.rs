@@ -865,23 +865,11 @@ fn a_stop_with_healthy_commits_ends_once_everything_is_durable_with_exit_code_0(
 }
 
 fn every_second(name: &str) -> ScheduleSpec {
+    let payload = encode_json(&json!({ "message": "tick" }));
     ScheduleSpec {
-        name: name.into(),
-        cron: None,
-        tz: None,
         every_ms: Some(1000),
-        task_type: "echo".into(),
-        payload: encode_json(&json!({ "message": "tick" })),
-        priority: Priority::Normal,
-        max_attempts: None,
-        timeout_ms: None,
         overlap: Overlap::Allow,
-        catchup_window_ms: None,
-        jitter_ms: 0,
-        paused: false,
-        start_at: None,
-        end_at: None,
-        from_config: false,
+        ..ScheduleSpec::new(name, "echo", payload)
     }
 }
 

@@ -6,20 +6,11 @@
 
 mod common;
 
+use common::cli::taskyard;
 use common::*;
 use serde_json::Value;
-use std::process::Command;
 use std::time::Duration;
 use taskyard::config::schedule::DeclaredSchedule;
-
-fn taskyard(coordinator: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_taskyard"))
-        .args(["--coordinator", coordinator])
-        .args(args)
-        .env_remove("TASKYARD_COORDINATOR")
-        .output()
-        .expect("run taskyard")
-}
 
 fn json_of(output: &std::process::Output) -> Value {
     assert_eq!(output.status.code(), Some(0), "{output:?}");

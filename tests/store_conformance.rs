@@ -625,22 +625,16 @@ fn history_pages_filter_by_priority_and_id_prefix_in_either_order(b: &Backend) {
 fn nightly(updated_at: i64) -> StoredSchedule {
     StoredSchedule {
         spec: ScheduleSpec {
-            name: "nightly".into(),
             cron: Some("0 3 * * *".into()),
             tz: Some("Europe/Berlin".into()),
-            every_ms: None,
-            task_type: "echo".into(),
-            payload: vec![0x80],
             priority: Priority::High,
             max_attempts: Some(2),
             timeout_ms: Some(1000),
             overlap: Overlap::BufferOne,
             catchup_window_ms: Some(60_000),
             jitter_ms: 5,
-            paused: false,
-            start_at: None,
             end_at: Some(9_000_000_000_000),
-            from_config: false,
+            ..ScheduleSpec::new("nightly", "echo", vec![0x80])
         },
         last_slot: None,
         updated_at,

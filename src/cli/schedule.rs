@@ -98,13 +98,11 @@ fn parse_json(text: &str) -> Result<Value, String> {
 
 impl DefinitionArgs {
     fn spec(self) -> ScheduleSpec {
+        let payload = encode_json(&self.payload.unwrap_or(json!({})));
         ScheduleSpec {
-            name: self.name,
             cron: self.cron,
             tz: self.tz,
             every_ms: self.every,
-            task_type: self.task_type,
-            payload: encode_json(&self.payload.unwrap_or(json!({}))),
             priority: self.priority,
             max_attempts: self.max_attempts,
             timeout_ms: self.timeout,
@@ -114,7 +112,7 @@ impl DefinitionArgs {
             paused: self.paused,
             start_at: self.start,
             end_at: self.end,
-            from_config: false,
+            ..ScheduleSpec::new(self.name, self.task_type, payload)
         }
     }
 }

@@ -102,6 +102,31 @@ pub struct ScheduleSpec {
     pub from_config: bool,
 }
 
+impl ScheduleSpec {
+    /// A schedule of `task_type` jobs with `payload` and every option at
+    /// its default; the caller sets `cron` or `every_ms`.
+    pub fn new(name: impl Into<String>, task_type: impl Into<String>, payload: Vec<u8>) -> Self {
+        ScheduleSpec {
+            name: name.into(),
+            cron: None,
+            tz: None,
+            every_ms: None,
+            task_type: task_type.into(),
+            payload,
+            priority: Priority::Normal,
+            max_attempts: None,
+            timeout_ms: None,
+            overlap: Overlap::Skip,
+            catchup_window_ms: None,
+            jitter_ms: 0,
+            paused: false,
+            start_at: None,
+            end_at: None,
+            from_config: false,
+        }
+    }
+}
+
 /// One job a schedule fired.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduleRun {

@@ -14,23 +14,11 @@ const MINUTE: i64 = 60_000;
 const T0: i64 = 1_764_892_800_000;
 
 fn every_minute(name: &str, overlap: Overlap) -> ScheduleSpec {
+    let payload = crate::protocol::payloads::encode_json(&serde_json::json!({"message": "hi"}));
     ScheduleSpec {
-        name: name.into(),
         cron: Some("* * * * *".into()),
-        tz: None,
-        every_ms: None,
-        task_type: "echo".into(),
-        payload: crate::protocol::payloads::encode_json(&serde_json::json!({"message": "hi"})),
-        priority: Default::default(),
-        max_attempts: None,
-        timeout_ms: None,
         overlap,
-        catchup_window_ms: None,
-        jitter_ms: 0,
-        paused: false,
-        start_at: None,
-        end_at: None,
-        from_config: false,
+        ..ScheduleSpec::new(name, "echo", payload)
     }
 }
 

@@ -143,27 +143,13 @@ fn strip_field(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Overlap, Priority};
 
-    pub(crate) fn echo_spec(name: &str) -> ScheduleSpec {
+    fn echo_spec(name: &str) -> ScheduleSpec {
+        let payload = rmp_serde::to_vec_named(&serde_json::json!({"message": "hi"}));
         ScheduleSpec {
-            name: name.into(),
             cron: Some("0 3 * * *".into()),
             tz: Some("Europe/Berlin".into()),
-            every_ms: None,
-            task_type: "echo".into(),
-            payload: rmp_serde::to_vec_named(&serde_json::json!({"message": "hi"}))
-                .expect("encodes"),
-            priority: Priority::Normal,
-            max_attempts: None,
-            timeout_ms: None,
-            overlap: Overlap::Skip,
-            catchup_window_ms: None,
-            jitter_ms: 0,
-            paused: false,
-            start_at: None,
-            end_at: None,
-            from_config: false,
+            ..ScheduleSpec::new(name, "echo", payload.expect("encodes"))
         }
     }
 
