@@ -32,7 +32,7 @@ pub fn restore_schedules(
         let mut spec = spec.clone();
         spec.from_config = true;
         match state.upsert_schedule(spec, now) {
-            Ok(write) => writes.push(write),
+            Ok(write) => writes.extend(write),
             Err(e) => error!(log, "schedule from the config not loaded"; "reason" => %e),
         }
     }

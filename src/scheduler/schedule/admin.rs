@@ -14,8 +14,8 @@ use slog::info;
 /// How many upcoming slots a view lists.
 pub const UPCOMING_SLOTS: usize = 5;
 
-/// A schedule as stored: its definition, the newest slot decided, and
-/// when it was last changed (slots at or before that are never fired).
+/// A schedule as stored: its definition, the newest slot fired, and its
+/// floor when last written (slots at or before it are never fired).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredSchedule {
     pub spec: ScheduleSpec,
@@ -59,7 +59,7 @@ impl CoordinatorState {
         info!(self.log, "schedule created"; "schedule" => &spec.name);
         self.schedules
             .put(Entry::new(spec.clone(), cadence, now.wall_ms));
-        Ok(self.stored(&spec.name, now))
+        Ok(self.stored(&spec.name))
     }
 
     /// Replaces a schedule's definition, keeping its runs; slots before
@@ -79,20 +79,21 @@ impl CoordinatorState {
         entry.buffered = old.buffered;
         self.schedules.put(entry);
         info!(self.log, "schedule updated"; "schedule" => &spec.name);
-        Ok(self.stored(&spec.name, now))
+        Ok(self.stored(&spec.name))
     }
 
-    /// Creates the schedule, or updates it if it exists (the TOML's
-    /// `[[schedule]]` at start-up).
+    /// Creates the schedule, or updates it if it differs (the TOML's
+    /// `[[schedule]]` at start-up); `None`: unchanged, nothing to store
+    /// (so the slots missed while the coordinator was down still count).
     pub fn upsert_schedule(
         &mut self,
         spec: ScheduleSpec,
         now: Now,
-    ) -> Result<ScheduleWrite, ScheduleRefused> {
+    ) -> Result<Option<ScheduleWrite>, ScheduleRefused> {
         match self.schedules.get(&spec.name) {
-            Some(old) if old.spec == spec => Ok(self.stored(&spec.name, now)),
-            Some(_) => self.update_schedule(spec, now),
-            None => self.create_schedule(spec, now),
+            Some(old) if old.spec == spec => Ok(None),
+            Some(_) => self.update_schedule(spec, now).map(Some),
+            None => self.create_schedule(spec, now).map(Some),
         }
     }
 
@@ -110,7 +111,7 @@ impl CoordinatorState {
             entry.plan();
         })?;
         info!(self.log, "schedule paused or resumed"; "schedule" => name, "paused" => paused);
-        Ok(self.stored(name, now))
+        Ok(self.stored(name))
     }
 
     /// Removes a schedule; jobs it fired are left alone.
@@ -165,13 +166,15 @@ impl CoordinatorState {
         }
     }
 
-    /// The record of `name` to store.
-    fn stored(&self, name: &str, now: Now) -> ScheduleWrite {
+    /// The record of `name` to store: `updated_at` is the entry's floor
+    /// (`Entry::after`: its creation, last change or resume, or the slot
+    /// last decided), so a restart considers exactly the slots after it.
+    fn stored(&self, name: &str) -> ScheduleWrite {
         match self.schedules.get(name) {
             Some(entry) => ScheduleWrite::Put(Box::new(StoredSchedule {
                 spec: entry.spec.clone(),
                 last_slot: entry.recent_runs().find_map(|(slot, _)| slot),
-                updated_at: now.wall_ms,
+                updated_at: entry.after,
             })),
             None => ScheduleWrite::Delete(name.to_string()),
         }

@@ -229,3 +229,31 @@ fn a_trigger_fires_now_without_using_a_slot() {
         T0 + MINUTE
     );
 }
+
+#[test]
+fn a_declared_schedule_unchanged_at_start_up_is_not_rewritten() {
+    let mut s = state();
+    let declared = ScheduleSpec {
+        from_config: true,
+        ..every_minute("m", Overlap::Skip)
+    };
+    let first = s
+        .upsert_schedule(declared.clone(), at(T0))
+        .expect("created");
+    assert!(matches!(first, Some(ScheduleWrite::Put(_))));
+    // Rewriting it would move its floor to now and lose the slots missed
+    // while the coordinator was down.
+    assert_eq!(
+        s.upsert_schedule(declared.clone(), at(T0 + 10 * MINUTE)),
+        Ok(None)
+    );
+    let changed = ScheduleSpec {
+        jitter_ms: 5,
+        ..declared
+    };
+    let Ok(Some(ScheduleWrite::Put(record))) = s.upsert_schedule(changed, at(T0 + 11 * MINUTE))
+    else {
+        panic!("a changed definition is written");
+    };
+    assert_eq!(record.updated_at, T0 + 11 * MINUTE, "its floor: the change");
+}
