@@ -11,7 +11,9 @@
 # run as root; fsync and synchronous_commit on) and runs graphile-worker
 # (npm, with its documented batching settings, 32 concurrent jobs) from a
 # backlog and with jobs arriving live, and `taskyard bench --store postgres`
-# on the same cluster.
+# on the same cluster in both modes, its workers prefetching 256 attempts
+# each (graphile-worker's local queue holds 500) and its batches split
+# between 3 write connections.
 #
 #   bench/compare.sh            # RUNS=3 JOBS=20000 by default
 #   RUNS=1 JOBS=5000 bench/compare.sh
@@ -152,16 +154,23 @@ for run in $(seq "$RUNS"); do
     if [ "$POSTGRES" = 1 ]; then
         run_graphile backlog
         run_graphile live
-        run_taskyard taskyard-postgres --store postgres --postgres-url "$PGURL_BASE/taskyard"
+        run_taskyard taskyard-postgres-backlog --store postgres --postgres-url "$PGURL_BASE/taskyard" \
+            --prefetch 256 --write-connections 3 --backlog
+        run_taskyard taskyard-postgres --store postgres --postgres-url "$PGURL_BASE/taskyard" \
+            --prefetch 256 --write-connections 3
     fi
 done
 
 python3 - "$WORK" "$POSTGRES" <<'PY'
 import json, statistics, sys, os
 work, postgres = sys.argv[1], sys.argv[2] == "1"
+def rates(name):
+    return [json.loads(l)["drain_jobs_per_sec"] for l in open(os.path.join(work, name + ".jsonl"))]
 def median(name):
-    rows = [json.loads(l) for l in open(os.path.join(work, name + ".jsonl"))]
-    return statistics.median(r["drain_jobs_per_sec"] for r in rows), len(rows)
+    rows = rates(name)
+    return statistics.median(rows), len(rows)
+def runs(name):
+    return " / ".join("%.0f" % r for r in rates(name))
 servers = [
     ("gearmand-memory", "gearmand 1.1, in memory", "none"),
     ("beanstalkd-memory", "beanstalkd 1.12, in memory", "none"),
@@ -177,13 +186,12 @@ for name, label, durability in servers:
     rate, _ = median(name)
     print("| %s | %s | %.0f | %.2f× | %.2f× |" % (label, durability, rate, ty / rate, ty1 / rate))
 if postgres:
-    tp, n = median("taskyard-postgres")
     print()
-    print("| on one PostgreSQL (synchronous_commit on) | drain jobs/s (median of %d) | taskyard on PostgreSQL ÷ this |" % n)
-    print("|---|---:|---:|")
-    for name, label in [("graphile-backlog", "graphile-worker 0.18, from a backlog"),
-                        ("graphile-live", "graphile-worker 0.18, jobs arriving live"),
-                        ("taskyard-postgres", "taskyard --store postgres (jobs arriving live)")]:
-        rate, _ = median(name)
-        print("| %s | %.0f | %.2f× |" % (label, rate, tp / rate))
+    print("| on one PostgreSQL (synchronous_commit on) | drain jobs/s (median of %d) | each run | taskyard ÷ graphile-worker |" % median("taskyard-postgres")[1])
+    print("|---|---:|---:|---:|")
+    for mode, label in [("backlog", "from a backlog"), ("live", "jobs arriving live")]:
+        name = "taskyard-postgres" + ("-backlog" if mode == "backlog" else "")
+        ours, theirs = median(name)[0], median("graphile-" + mode)[0]
+        print("| graphile-worker 0.18, %s | %.0f | %s | |" % (label, theirs, runs("graphile-" + mode)))
+        print("| taskyard --store postgres --prefetch 256 --write-connections 3, %s | %.0f | %s | **%.2f×** |" % (label, ours, runs(name), ours / theirs))
 PY

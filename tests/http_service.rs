@@ -59,6 +59,9 @@ async fn every_route_is_served_and_described_in_openapi() {
             "GET" => TestRequest::get(),
             "HEAD" => TestRequest::default().method(actix_web::http::Method::HEAD),
             "DELETE" => TestRequest::delete(),
+            _ if path.ends_with("{id}/cancel") || path.ends_with("{id}/retry") => {
+                TestRequest::post().set_json(json!({}))
+            }
             _ if path.ends_with("/retry") || path.ends_with("/delete") => {
                 TestRequest::post().set_json(json!({ "job_ids": [id] }))
             }

@@ -43,10 +43,9 @@ impl IdPrefix {
     /// Normalises `text`: hyphens dropped and put back where a whole id has
     /// them, letters lowercased. Refuses anything but hex digits and hyphens.
     pub fn parse(text: &str) -> Result<IdPrefix, IdPrefixError> {
-        let trimmed = text;
         let mut digits = String::with_capacity(32);
         let mut last = '-';
-        for c in trimmed.chars() {
+        for c in text.chars() {
             match c {
                 // Hyphens only between digits, one at a time.
                 '-' if last != '-' => {}
@@ -182,9 +181,10 @@ mod tests {
             IdPrefix::parse("0193zz"),
             Err(IdPrefixError::NotHex(_))
         ));
+        assert!(matches!(IdPrefix::parse(""), Err(IdPrefixError::Empty(_))));
         assert!(matches!(
             IdPrefix::parse("--"),
-            Err(IdPrefixError::Empty(_))
+            Err(IdPrefixError::NotHex(_))
         ));
         assert!(matches!(
             IdPrefix::parse(&"a".repeat(33)),
