@@ -220,6 +220,13 @@ fn errors_have_one_json_shape_and_a_fitting_status() {
     );
     assert_error(&invalid, 422, "invalid_submission");
     assert!(invalid.json()["error"].as_str().unwrap().contains("millis"));
+    let huge = json!({ "task_type": "echo", "payload": { "message": "x".repeat(1 << 20) } });
+    let too_large = http.post("/api/jobs", &huge);
+    assert_error(&too_large, 413, "body_too_large");
+    assert!(too_large.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("1048576 bytes"));
 
     let first = submit(
         &http,

@@ -4,6 +4,7 @@
 
 use crate::actors::coordinator::QueryKind;
 use crate::actors::outbox::QueryResult;
+use crate::http::body::Body;
 use crate::http::bridge::{CoordinatorLink, ANSWER_TIMEOUT};
 use crate::http::dto::{stats_json, ApiWorker, SubmitBody};
 use crate::http::error::ApiError;
@@ -115,13 +116,13 @@ pub async fn get_job(link: Link, id: web::Path<String>) -> ApiResult {
     job_answer(link.request(ClientRequest::Status { job_id }).await?)
 }
 
-pub async fn cancel_job(link: Link, id: web::Path<String>, body: web::Bytes) -> ApiResult {
+pub async fn cancel_job(link: Link, id: web::Path<String>, body: Body) -> ApiResult {
     empty_object(&body)?;
     let job_id = resolve(&link, &id).await?;
     job_answer(link.request(ClientRequest::Cancel { job_id }).await?)
 }
 
-pub async fn submit_job(link: Link, body: web::Bytes) -> ApiResult {
+pub async fn submit_job(link: Link, body: Body) -> ApiResult {
     // serde would also read a struct from a JSON array.
     if !body.trim_ascii_start().starts_with(b"{") {
         return Err(ApiError::bad_request("body: expected a JSON object"));

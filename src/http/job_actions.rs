@@ -4,6 +4,7 @@
 //! `Queues`), answered once durable like every other.
 
 use crate::http::api::{empty_object, job_answer, resolve, ApiResult, Link};
+use crate::http::body::Body;
 use crate::http::error::ApiError;
 use crate::protocol::payloads::validate_task_type;
 use crate::protocol::{
@@ -112,7 +113,7 @@ fn parse_filter(filter: BulkFilter) -> Result<Selection, ApiError> {
 }
 
 /// `POST /api/jobs/{id}/retry`: one FAILED or CANCELLED job back to QUEUED.
-pub async fn retry_job(link: Link, id: web::Path<String>, body: web::Bytes) -> ApiResult {
+pub async fn retry_job(link: Link, id: web::Path<String>, body: Body) -> ApiResult {
     empty_object(&body)?;
     let job_id = resolve(&link, &id).await?;
     match link.request(ClientRequest::Requeue { job_id }).await? {
@@ -165,7 +166,7 @@ pub async fn delete_job(link: Link, id: web::Path<String>) -> ApiResult {
 /// `POST /api/jobs/retry`: named jobs, or the FAILED (or CANCELLED) jobs
 /// of a filter that finished before the call (at most
 /// `MAX_FILTER_ROUNDS` × `MAX_REQUEUE_JOBS` of them).
-pub async fn retry_jobs(link: Link, body: web::Bytes) -> ApiResult {
+pub async fn retry_jobs(link: Link, body: Body) -> ApiResult {
     let answer = match parse_body(&body)? {
         Selection::Ids(job_ids) => {
             bulk(link.request(ClientRequest::RequeueJobs { job_ids }).await?)?
@@ -227,7 +228,7 @@ async fn retry_filtered(
 
 /// `POST /api/jobs/delete`: named finished jobs, or the finished jobs of a
 /// filter (at most `MAX_FILTER_ROUNDS` × `MAX_BULK_JOBS` of them).
-pub async fn delete_jobs(link: Link, body: web::Bytes) -> ApiResult {
+pub async fn delete_jobs(link: Link, body: Body) -> ApiResult {
     let answer = match parse_body(&body)? {
         Selection::Ids(job_ids) => bulk(link.request(ClientRequest::Delete { job_ids }).await?)?,
         Selection::Filter {

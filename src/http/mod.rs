@@ -7,6 +7,7 @@
 pub mod api;
 pub mod auth;
 pub mod authority;
+pub mod body;
 pub mod bridge;
 pub mod browser_rules;
 pub mod dashboard;

@@ -126,6 +126,7 @@ pub fn app(
         .app_data(web::Data::new(api::OpenApiDoc::served(token.is_some())))
         .app_data(web::Data::new(AuthToken(token)))
         .app_data(web::Data::new(hosts))
+        .app_data(web::PayloadConfig::new(crate::http::body::MAX_BODY_BYTES))
         .app_data(
             web::PathConfig::default().error_handler(|e, _| {
                 crate::http::error::ApiError::bad_request(e.to_string()).into()

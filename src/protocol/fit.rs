@@ -417,6 +417,7 @@ mod tests {
                 payload,
                 timeout_ms: u64::MAX,
                 epoch: u64::MAX,
+                attempt: u32::MAX,
             };
             assert!(encoded_len(&assign) <= max, "{max}");
         }

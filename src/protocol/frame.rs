@@ -310,6 +310,7 @@ mod tests {
                 payload: vec![9; 100],
                 timeout_ms: 30_000,
                 epoch: 3,
+                attempt: 2,
             },
             CoordinatorToWorker::TaskCancel {
                 job_id,

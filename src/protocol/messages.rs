@@ -124,6 +124,10 @@ pub enum CoordinatorToWorker {
         timeout_ms: u64,
         #[serde(default)]
         epoch: u64,
+        /// The attempt's number: 1 for the first run, 2 for the first
+        /// retry; 0 from a coordinator older than this field.
+        #[serde(default)]
+        attempt: u32,
     },
     /// Stop the attempt under `lease`; its result will be ignored. Ignored
     /// like `TaskAssign` when its `epoch` is older than the newest seen.

@@ -304,7 +304,15 @@ fn text_field(map: &Map<String, Value>, name: &str) -> Result<String, PayloadErr
 }
 
 fn millis_field(map: &Map<String, Value>, name: &str) -> Result<u64, PayloadError> {
-    match map.get(name).map(|v| (v, v.as_u64())) {
+    // A whole number written with a fraction (`5.0`) is still a whole number.
+    let whole = |v: &Value| {
+        v.as_u64().or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= MAX_SLEEP_MILLIS as f64)
+                .map(|f| f as u64)
+        })
+    };
+    match map.get(name).map(|v| (v, whole(v))) {
         Some((_, Some(ms))) if ms <= MAX_SLEEP_MILLIS => Ok(ms),
         Some((_, Some(ms))) => Err(PayloadError::new(
             format!("payload.{name}"),
@@ -364,6 +372,11 @@ mod tests {
             Ok(Some(BuiltinTask::Sleep { millis: 25 }))
         );
         assert_eq!(
+            check("sleep", json!({"millis": 25.0})),
+            Ok(Some(BuiltinTask::Sleep { millis: 25 })),
+            "a JSON integer written with a fraction"
+        );
+        assert_eq!(
             check("fail", json!({"message": "boom"})),
             Ok(Some(BuiltinTask::Fail {
                 message: "boom".into()
@@ -380,6 +393,10 @@ mod tests {
         );
         assert_eq!(
             field_of(check("sleep", json!({"millis": -1}))),
+            "payload.millis"
+        );
+        assert_eq!(
+            field_of(check("sleep", json!({"millis": 2.5}))),
             "payload.millis"
         );
         assert_eq!(

@@ -276,6 +276,7 @@ impl CoordinatorState {
                 payload: job.payload.to_vec(),
                 timeout_ms: job.timeout_ms,
                 epoch: self.epoch,
+                attempt: job.attempts,
             },
         });
         Ok(())

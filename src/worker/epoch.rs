@@ -79,6 +79,7 @@ mod tests {
             payload: Vec::new(),
             timeout_ms: 1000,
             epoch,
+            attempt: 1,
         }
     }
 

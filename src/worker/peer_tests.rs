@@ -242,6 +242,7 @@ fn assign(task_type: &str, payload: Value) -> (JobId, LeaseId, CoordinatorToWork
         payload: encode_json(&payload),
         timeout_ms: 60_000,
         epoch: 0,
+        attempt: 1,
     };
     (job_id, lease, frame)
 }

@@ -59,6 +59,7 @@ fn at_epoch(frame: CoordinatorToWorker, new_epoch: u64) -> CoordinatorToWorker {
             task_type,
             payload,
             timeout_ms,
+            attempt,
             ..
         } => CoordinatorToWorker::TaskAssign {
             job_id,
@@ -67,6 +68,7 @@ fn at_epoch(frame: CoordinatorToWorker, new_epoch: u64) -> CoordinatorToWorker {
             payload,
             timeout_ms,
             epoch: new_epoch,
+            attempt,
         },
         other => other,
     }
