@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::cli::taskyard;
 use common::*;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -35,15 +36,6 @@ fn unreachable_coordinator_exits_2_with_one_line_naming_the_address() {
     assert!(stderr.starts_with(&expected), "{stderr:?}");
     assert!(!stderr.contains("panicked"), "{stderr:?}");
     assert!(!stderr.contains("backtrace"), "{stderr:?}");
-}
-
-fn taskyard(coordinator: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_taskyard"))
-        .args(["--coordinator", coordinator])
-        .args(args)
-        .env_remove("TASKYARD_COORDINATOR")
-        .output()
-        .expect("run taskyard")
 }
 
 fn stdout(output: &std::process::Output) -> String {

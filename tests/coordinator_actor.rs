@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use taskyard::actors::coordinator::*;
 use taskyard::actors::outbox::{ClientAnswer, QueryAnswer, QueryResult, SendToWorker};
-use taskyard::actors::persistence::{CommitBatch, PersistenceLink, StageRows};
+use taskyard::actors::persistence::{CommitBatch, PersistenceLink, StageRows, WriteSchedule};
 use taskyard::clock::ManualClock;
 use taskyard::protocol::payloads::encode_json;
 use taskyard::protocol::*;
@@ -56,6 +56,15 @@ impl Handler<CommitBatch> for HeldPersistence {
             pending.push((batch.number, rows + batch.rows.len(), tx));
         }
         Box::pin(async move { rx.await.unwrap_or_else(|_| Err(store_error("dropped"))) })
+    }
+}
+
+/// Schedule changes are stored at once.
+impl Handler<WriteSchedule> for HeldPersistence {
+    type Result = Result<(), StoreError>;
+
+    fn handle(&mut self, _: WriteSchedule, _: &mut Context<Self>) -> Self::Result {
+        Ok(())
     }
 }
 
@@ -167,6 +176,7 @@ impl Harness {
             quiet(),
         )
         .with_coalesce_window(window)
+        .with_schedule_writes(persistence.clone().recipient())
         .with_epoch(epoch);
         if let Some(trust) = trust {
             coordinator = coordinator.with_trust(trust);
@@ -852,4 +862,70 @@ fn a_stop_while_commits_keep_failing_ends_at_the_shutdown_timeout_with_exit_code
 fn a_stop_with_healthy_commits_ends_once_everything_is_durable_with_exit_code_0() {
     let (code, commits) = stop_with_commits_answered(Ok(()), Duration::from_secs(10));
     assert_eq!((code, commits), (0, 1));
+}
+
+fn every_second(name: &str) -> ScheduleSpec {
+    let payload = encode_json(&json!({ "message": "tick" }));
+    ScheduleSpec {
+        every_ms: Some(1000),
+        overlap: Overlap::Allow,
+        ..ScheduleSpec::new(name, "echo", payload)
+    }
+}
+
+/// Sweeps at the manual clock's time and commits what it did.
+async fn sweep(h: &Harness) {
+    h.coordinator.send(Sweep).await.expect("delivered");
+    h.release().await;
+}
+
+#[actix_rt::test]
+async fn a_schedule_fires_each_slot_once_catches_up_one_slot_and_stops_when_paused() {
+    let h = Harness::start();
+    h.register(1, "w1", 100).await;
+    let create = ClientRequest::CreateSchedule(Box::new(every_second("tick")));
+    h.request(1, create).await;
+    h.release().await;
+    assert!(
+        matches!(&h.answers()[0].response, ClientResponse::Schedule(v) if v.next_fires[0] == 1_001_000),
+        "created, answered once stored: {:?}",
+        h.answers()
+    );
+    sweep(&h).await;
+    assert!(assigned(&h.frames()).is_empty(), "no slot has come yet");
+    h.clock.advance(1000);
+    sweep(&h).await;
+    sweep(&h).await;
+    assert_eq!(assigned(&h.frames()).len(), 1, "slot 1 001 000 fires once");
+    // The clock jumps 5 s (less than the heartbeat timeout: the worker
+    // stays): of the five slots missed, the default catch-up window (one
+    // slot) fires only the most recent.
+    h.clock.advance(5000);
+    sweep(&h).await;
+    assert_eq!(assigned(&h.frames()).len(), 2);
+    h.request(
+        2,
+        ClientRequest::PauseSchedule {
+            name: "tick".into(),
+        },
+    )
+    .await;
+    h.release().await;
+    h.clock.advance(5000);
+    sweep(&h).await;
+    assert_eq!(assigned(&h.frames()).len(), 2, "paused: nothing fires");
+    h.request(
+        3,
+        ClientRequest::ShowSchedule {
+            name: "tick".into(),
+        },
+    )
+    .await;
+    h.release().await;
+    let answers = h.answers();
+    let ClientResponse::Schedule(view) = &answers[answers.len() - 1].response else {
+        panic!("a schedule: {answers:?}");
+    };
+    assert_eq!((view.fired, view.skipped), (2, 4));
+    assert!(view.spec.paused && view.next_fires.is_empty());
 }

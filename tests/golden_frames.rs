@@ -202,6 +202,14 @@ fn request_kind(r: &ClientRequest) -> &'static str {
         ClientRequest::DeleteFinished { .. } => "delete_finished",
         ClientRequest::Queues => "queues",
         ClientRequest::Ping => "ping",
+        ClientRequest::CreateSchedule(_) => "create_schedule",
+        ClientRequest::UpdateSchedule(_) => "update_schedule",
+        ClientRequest::ListSchedules { .. } => "list_schedules",
+        ClientRequest::ShowSchedule { .. } => "show_schedule",
+        ClientRequest::PauseSchedule { .. } => "pause_schedule",
+        ClientRequest::ResumeSchedule { .. } => "resume_schedule",
+        ClientRequest::TriggerSchedule { .. } => "trigger_schedule",
+        ClientRequest::DeleteSchedule { .. } => "delete_schedule",
     }
 }
 
@@ -228,6 +236,10 @@ fn response_kind(r: &ClientResponse) -> &'static str {
         ClientResponse::Chunk(_) => "chunk",
         ClientResponse::ChunkRefused { .. } => "chunk_refused",
         ClientResponse::AnswerTooLarge { .. } => "answer_too_large",
+        ClientResponse::Schedule(_) => "schedule",
+        ClientResponse::Schedules { .. } => "schedules",
+        ClientResponse::ScheduleDeleted { .. } => "schedule_deleted",
+        ClientResponse::ScheduleRefused { .. } => "schedule_refused",
     }
 }
 
@@ -338,7 +350,58 @@ fn client_requests() -> Vec<ClientRequest> {
         },
         ClientRequest::Queues,
         ClientRequest::Ping,
+        ClientRequest::CreateSchedule(Box::new(schedule_spec())),
+        ClientRequest::UpdateSchedule(Box::new(ScheduleSpec {
+            cron: None,
+            tz: None,
+            every_ms: Some(30_000),
+            ..schedule_spec()
+        })),
+        ClientRequest::ListSchedules {
+            after: Some("hourly".into()),
+        },
+        ClientRequest::ShowSchedule {
+            name: "nightly".into(),
+        },
+        ClientRequest::PauseSchedule {
+            name: "nightly".into(),
+        },
+        ClientRequest::ResumeSchedule {
+            name: "nightly".into(),
+        },
+        ClientRequest::TriggerSchedule {
+            name: "nightly".into(),
+        },
+        ClientRequest::DeleteSchedule {
+            name: "nightly".into(),
+        },
     ]
+}
+
+fn schedule_spec() -> ScheduleSpec {
+    ScheduleSpec {
+        cron: Some("0 3 * * *".into()),
+        tz: Some("Europe/Berlin".into()),
+        overlap: Overlap::BufferOne,
+        catchup_window_ms: Some(3_600_000),
+        jitter_ms: 500,
+        ..ScheduleSpec::new("nightly", "resize", payload())
+    }
+}
+
+fn schedule_view() -> ScheduleView {
+    ScheduleView {
+        spec: schedule_spec(),
+        next_fires: vec![AT, AT + 86_400_000],
+        last_slot: Some(AT - 86_400_000),
+        recent_runs: vec![ScheduleRun {
+            slot: Some(AT - 86_400_000),
+            job_id: job(1),
+            state: Some(JobState::Succeeded),
+        }],
+        fired: 1,
+        skipped: 0,
+    }
 }
 
 fn client_responses() -> Vec<ClientResponse> {
@@ -448,6 +511,19 @@ fn client_responses() -> Vec<ClientResponse> {
         ClientResponse::AnswerTooLarge {
             size: 2_000_000,
             max: 1_048_576,
+        },
+        ClientResponse::Schedule(Box::new(schedule_view())),
+        ClientResponse::Schedules {
+            schedules: vec![schedule_view()],
+            more: false,
+        },
+        ClientResponse::ScheduleDeleted {
+            name: "nightly".into(),
+        },
+        ClientResponse::ScheduleRefused {
+            kind: ScheduleRefusal::Invalid,
+            field: Some("cron".into()),
+            reason: "cron: Component error: Number out of bounds.".into(),
         },
     ]
 }

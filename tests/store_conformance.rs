@@ -12,6 +12,8 @@ use taskyard::config::Synchronous;
 use taskyard::protocol::{
     Attempt, AttemptOutcome, IdPrefix, JobId, JobState, LeaseId, Priority, WorkerId,
 };
+use taskyard::protocol::{Overlap, ScheduleSpec};
+use taskyard::scheduler::schedule::{ScheduleWrite, StoredSchedule};
 use taskyard::scheduler::{Job, JobRow};
 use taskyard::store::postgres::throwaway::ThrowawayPostgres;
 use taskyard::store::postgres::{PgTarget, PostgresReader, PostgresStore};
@@ -620,6 +622,76 @@ fn history_pages_filter_by_priority_and_id_prefix_in_either_order(b: &Backend) {
     assert!(none.is_empty());
 }
 
+fn nightly(updated_at: i64) -> StoredSchedule {
+    StoredSchedule {
+        spec: ScheduleSpec {
+            cron: Some("0 3 * * *".into()),
+            tz: Some("Europe/Berlin".into()),
+            priority: Priority::High,
+            max_attempts: Some(2),
+            timeout_ms: Some(1000),
+            overlap: Overlap::BufferOne,
+            catchup_window_ms: Some(60_000),
+            jitter_ms: 5,
+            end_at: Some(9_000_000_000_000),
+            ..ScheduleSpec::new("nightly", "echo", vec![0x80])
+        },
+        last_slot: None,
+        updated_at,
+    }
+}
+
+/// A schedule is stored whole and read back after a reopen; a job whose
+/// key names one of its slots moves its `last_slot` with the job's own
+/// commit (never backwards, and not for a failed batch or a trigger's
+/// key); a rewrite keeps the newest slot; a delete removes it.
+fn schedules_are_stored_and_their_slots_move_with_their_jobs(b: &Backend) {
+    let mut store = b.store();
+    store
+        .write_schedule(&ScheduleWrite::Put(Box::new(nightly(7))))
+        .expect("put");
+    let mut fired = job(1, JobState::Queued);
+    fired.idempotency_key = Some("schedule:nightly:2026-12-05T02:00:00Z".into());
+    let mut older = job(2, JobState::Queued);
+    older.idempotency_key = Some("schedule:nightly:2026-12-04T02:00:00Z".into());
+    let mut trigger = job(3, JobState::Queued);
+    trigger.idempotency_key = Some("schedule:nightly:trigger:2026-12-06T02:00:00Z".into());
+    store
+        .commit(&rows(&[&fired, &older, &trigger]))
+        .expect("commit");
+    let slot = 1_796_436_000_000; // 2026-12-05T02:00:00Z
+    drop(store);
+    let mut store = b.store();
+    let loaded = store.load_schedules().expect("load");
+    let expected = StoredSchedule {
+        last_slot: Some(slot),
+        ..nightly(7)
+    };
+    assert_eq!(loaded, vec![expected.clone()]);
+    // A rewrite from memory that has not seen the slot keeps it.
+    store
+        .write_schedule(&ScheduleWrite::Put(Box::new(nightly(8))))
+        .expect("put");
+    assert_eq!(
+        store.load_schedules().expect("load")[0].last_slot,
+        Some(slot)
+    );
+    // A failed batch records nothing.
+    let mut later = job(4, JobState::Queued);
+    later.idempotency_key = Some("schedule:nightly:2026-12-07T02:00:00Z".into());
+    let mut clash = job(5, JobState::Queued);
+    clash.idempotency_key = fired.idempotency_key.clone();
+    assert!(store.commit(&rows(&[&later, &clash])).is_err());
+    assert_eq!(
+        store.load_schedules().expect("load")[0].last_slot,
+        Some(slot)
+    );
+    store
+        .write_schedule(&ScheduleWrite::Delete("nightly".into()))
+        .expect("delete");
+    assert!(store.load_schedules().expect("load").is_empty());
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -646,6 +718,7 @@ conformance!(
     history_reads_jobs_pages_and_summaries,
     named_finished_jobs_are_deleted_with_attempts_and_counts,
     history_pages_filter_by_priority_and_id_prefix_in_either_order,
+    schedules_are_stored_and_their_slots_move_with_their_jobs,
 );
 
 // ---- PostgreSQL only ----

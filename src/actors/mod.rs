@@ -11,6 +11,7 @@ pub mod node;
 pub mod open_files;
 pub mod outbox;
 pub mod persistence;
+pub mod schedule_startup;
 pub mod server;
 pub mod session_io;
 pub mod sweeper;

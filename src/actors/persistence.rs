@@ -51,6 +51,14 @@ pub struct DeleteJobs {
     pub ids: Vec<crate::protocol::JobId>,
 }
 
+/// Coordinator → persistence: store a schedule change (see
+/// `Store::write_schedule`); answered once it is durable.
+#[derive(Message)]
+#[rtype(result = "Result<(), StoreError>")]
+pub struct WriteSchedule {
+    pub write: crate::scheduler::schedule::ScheduleWrite,
+}
+
 /// Where the coordinator sends its rows.
 #[derive(Clone)]
 pub struct PersistenceLink {
@@ -159,6 +167,14 @@ impl Handler<DeleteJobs> for Persistence {
             return Ok(None);
         }
         self.store.delete_finished(&m.ids)
+    }
+}
+
+impl Handler<WriteSchedule> for Persistence {
+    type Result = Result<(), StoreError>;
+
+    fn handle(&mut self, m: WriteSchedule, _: &mut SyncContext<Self>) -> Self::Result {
+        self.store.write_schedule(&m.write)
     }
 }
 

@@ -82,9 +82,10 @@ impl CoordinatorServer {
         listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
         let worker_unwritten = listeners.worker.unwritten.clone();
-        let (store, stored, postgres_readers) = open_and_load(config, &log)?;
+        let (mut store, stored, postgres_readers) = open_and_load(config, &log)?;
         let mut state = CoordinatorState::for_config(config, log.clone());
         let recovery = state.recover_stored(stored, clock.now());
+        schedules_at_start(&mut store, &mut state, config, clock.now(), &log)?;
         info!(log, "recovered"; "db" => store.describe(), "rows" => recovery.loaded,
               "stored" => recovery.stored,
               "awaiting_claim" => recovery.awaiting_claim,
@@ -248,6 +249,7 @@ pub(crate) fn start_term(
             .with_shutdown_timeout(Duration::from_millis(config.shutdown_timeout_millis))
             .with_expiry(persistence.clone().recipient(), expiry(config))
             .with_deletion(persistence.clone().recipient())
+            .with_schedule_writes(persistence.clone().recipient())
             .with_epoch(links.epoch);
     if let Some(history) = links.history {
         coordinator = coordinator.with_history(history, retention(config));
@@ -341,6 +343,35 @@ fn open_and_load(config: &CoordinatorConfig, log: &Logger) -> Result<Opened, Sta
             })
             .map_err(|_| StartError::Thread)?;
         opening.join().map_err(|_| StartError::Thread)?
+    })
+}
+
+/// Loads and reconciles the schedules (`schedule_startup`) on a thread
+/// of its own, for the same reason as `open_and_load`.
+fn schedules_at_start(
+    store: &mut Box<dyn Store>,
+    state: &mut CoordinatorState,
+    config: &CoordinatorConfig,
+    now: crate::clock::Now,
+    log: &Logger,
+) -> Result<(), StartError> {
+    let declared = config.declared_schedules();
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("taskyard-schedules".into())
+            .spawn_scoped(scope, || {
+                crate::actors::schedule_startup::restore_schedules(
+                    store.as_mut(),
+                    state,
+                    &declared,
+                    now,
+                    log,
+                )
+            })
+            .map_err(|_| StartError::Thread)?
+            .join()
+            .map_err(|_| StartError::Thread)?
+            .map_err(StartError::from)
     })
 }
 

@@ -72,6 +72,12 @@ pub enum CliError {
     NoSuchPrefix(IdPrefix),
     #[error("submission rejected: {0}")]
     Rejected(String),
+    /// A schedule change refused by the coordinator (the reason names the
+    /// field); nothing was stored.
+    #[error("schedule refused: {0}")]
+    ScheduleRefused(String),
+    #[error("{0}")]
+    NoSuchSchedule(String),
     #[error("timed out after {secs} s waiting for job {job_id}; it is still {state}")]
     WaitTimedOut {
         job_id: JobId,
@@ -99,14 +105,16 @@ impl CliError {
     /// The exit code this error ends the process with.
     pub fn exit(&self) -> Exit {
         match self {
-            CliError::NoSuchJob(_) | CliError::NoSuchPrefix(_) => Exit::NotFound,
+            CliError::NoSuchJob(_) | CliError::NoSuchPrefix(_) | CliError::NoSuchSchedule(_) => {
+                Exit::NotFound
+            }
             CliError::Client(_)
             | CliError::Output(_)
             | CliError::Setup(_)
             | CliError::BadArgument(_)
             | CliError::Unreachable(_) => Exit::Usage,
             CliError::AlreadyFinished { .. } | CliError::NoResult { .. } => Exit::JobFailed,
-            CliError::Rejected(_) => Exit::Rejected,
+            CliError::Rejected(_) | CliError::ScheduleRefused(_) => Exit::Rejected,
             CliError::WaitTimedOut { .. } => Exit::WaitTimedOut,
         }
     }

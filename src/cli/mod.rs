@@ -15,6 +15,7 @@ pub mod job_admin;
 pub mod man;
 pub mod output;
 pub mod parse;
+pub mod schedule;
 pub mod spinner;
 pub mod time;
 pub mod top;
@@ -96,6 +97,9 @@ pub enum Command {
     Man(man::ManArgs),
     /// A live view of job counts, queues and workers, redrawn until Ctrl-C.
     Top(top::TopArgs),
+    /// Cron and interval schedules that submit a job per slot.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
 }
 
 impl Command {
@@ -343,6 +347,7 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),
         Command::Top(args) => top::run(ctx, args),
+        Command::Schedule(command) => schedule::run(ctx, command),
     }
 }
 

@@ -31,6 +31,9 @@
 mod admin;
 pub(crate) mod connection;
 mod error;
+mod schedules;
+
+pub use schedules::{ScheduleAnswer, ScheduleRefusedAnswer};
 
 pub use error::ClientError;
 
@@ -809,6 +812,10 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::Invalid { .. } => "Invalid",
         ClientResponse::Bulk(_) => "Bulk",
         ClientResponse::Queues(_) => "Queues",
+        ClientResponse::Schedule(_) => "Schedule",
+        ClientResponse::Schedules { .. } => "Schedules",
+        ClientResponse::ScheduleDeleted { .. } => "ScheduleDeleted",
+        ClientResponse::ScheduleRefused { .. } => "ScheduleRefused",
     };
     ClientError::UnexpectedResponse(format!("expected {expected}, got {got}"))
 }

@@ -142,6 +142,16 @@ config_struct! {
         expiry_interval_millis: u64 = 60_000,
         /// Most jobs deleted in one transaction.
         expiry_batch_rows: usize = 500,
+        /// Most schedules the coordinator holds; another create is refused
+        /// ("max-schedules reached").
+        max_schedules: usize = crate::scheduler::schedule::DEFAULT_MAX_SCHEDULES,
+        /// Schedules declared in the file (`[[schedule]]` tables, see the
+        /// README's "Schedules"), reconciled at start-up. As a flag, one
+        /// inline table per use: `--schedule '{name = "tick", every = "1s",
+        /// task-type = "echo", payload = {message = "hi"}}'`; flags replace
+        /// the file's list.
+        #[arg(value_name = "TOML-TABLE")]
+        schedule: Vec<crate::config::schedule::DeclaredSchedule> = Vec::new(),
         /// High availability (`store = "postgres"`): how long an acquired
         /// or renewed leader lease lasts on the database's clock. The
         /// leader renews every third of it and trusts it for four fifths;
@@ -163,6 +173,43 @@ config_struct! {
 }
 
 impl CoordinatorConfig {
+    /// The `[[schedule]]` definitions, each valid (see `check_schedules`).
+    pub fn declared_schedules(&self) -> Vec<crate::protocol::ScheduleSpec> {
+        self.schedule
+            .iter()
+            .filter_map(|s| s.to_spec().ok())
+            .collect()
+    }
+
+    /// Every `[[schedule]]` is a valid definition and names are unique;
+    /// the error's key is `schedule.NAME.FIELD`.
+    fn check_schedules(&self) -> Result<(), Invalid> {
+        let limits = crate::scheduler::schedule::SpecLimits {
+            max_payload_bytes: self.max_payload_bytes,
+        };
+        for (i, declared) in self.schedule.iter().enumerate() {
+            let key = |field: &str| format!("schedule.{}.{field}", declared.name);
+            let spec = declared
+                .to_spec()
+                .map_err(|(field, reason)| (key(field), reason))?;
+            crate::scheduler::schedule::validate(&spec, limits)
+                .map_err(|e| (key(e.field), e.reason))?;
+            if self.schedule[..i].iter().any(|d| d.name == declared.name) {
+                return Err((key("name"), "declared twice".into()));
+            }
+        }
+        if self.schedule.len() > self.max_schedules {
+            return Err((
+                "max-schedules".into(),
+                format!(
+                    "{} schedules declared, more than max-schedules",
+                    self.schedule.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The token workers must present, read from its file if configured.
     pub fn worker_secret(&self) -> Result<Option<Secret>, Invalid> {
         secret(
@@ -305,6 +352,7 @@ impl Validate for CoordinatorConfig {
         )?;
         at_least("expiry-interval-millis", self.expiry_interval_millis, 10)?;
         at_least("expiry-batch-rows", self.expiry_batch_rows as u64, 1)?;
+        self.check_schedules()?;
         at_most(
             "metrics-max-task-types",
             self.metrics_max_task_types as u64,

@@ -61,6 +61,7 @@ macro_rules! config_struct {
 }
 
 mod coordinator;
+pub mod schedule;
 mod suggest;
 mod worker;
 

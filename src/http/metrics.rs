@@ -19,7 +19,7 @@ use std::fmt::Write;
 
 /// Every taskyard metric family exported by a leading coordinator, for the
 /// README and the tests; `process_metrics::PROCESS_FAMILIES` come too.
-pub const FAMILIES: [&str; 25] = [
+pub const FAMILIES: [&str; 28] = [
     "taskyard_jobs",
     "taskyard_jobs_submitted_total",
     "taskyard_jobs_succeeded_total",
@@ -45,6 +45,9 @@ pub const FAMILIES: [&str; 25] = [
     "taskyard_leader_epoch",
     "taskyard_leader_changes_total",
     "taskyard_metrics_task_types_folded",
+    "taskyard_schedule_fires_total",
+    "taskyard_schedule_skipped_total",
+    "taskyard_schedule_lag_seconds",
 ];
 
 /// A standby (or a node still recovering) has no job state to show: it
@@ -147,6 +150,7 @@ pub fn render(s: &StatsSnapshot) -> String {
         m.stale_results,
     );
     persistence(&mut out, m);
+    schedules(&mut out, s);
     build_info(out)
 }
 
@@ -176,6 +180,49 @@ fn persistence(out: &mut String, m: &Metrics) {
         "gauge",
         "1 while the last commit failed (an outage: answers are held), else 0.",
         u64::from(m.commits_failing),
+    );
+}
+
+/// `taskyard_schedule_*`: one series per schedule (at most
+/// `max-schedules`) and the lag of every slot fired.
+fn schedules(out: &mut String, s: &StatsSnapshot) {
+    use crate::http::exposition::{escape, histogram};
+    use crate::scheduler::schedule::SkipReason;
+    family(
+        out,
+        "taskyard_schedule_fires_total",
+        "counter",
+        "Slots fired per schedule since the coordinator started.",
+    );
+    for (name, fired, _) in &s.schedules {
+        let _ = writeln!(
+            out,
+            "taskyard_schedule_fires_total{{schedule=\"{}\"}} {fired}",
+            escape(name)
+        );
+    }
+    family(
+        out,
+        "taskyard_schedule_skipped_total",
+        "counter",
+        "Slots skipped per schedule and reason (overlap, catchup-window).",
+    );
+    for (name, _, skipped) in &s.schedules {
+        for reason in SkipReason::ALL {
+            let _ = writeln!(
+                out,
+                "taskyard_schedule_skipped_total{{schedule=\"{}\",reason=\"{}\"}} {}",
+                escape(name),
+                reason.label(),
+                skipped[reason as usize]
+            );
+        }
+    }
+    histogram(
+        out,
+        "taskyard_schedule_lag_seconds",
+        "Fire time minus nominal slot time of each slot fired.",
+        &s.schedule_lag,
     );
 }
 

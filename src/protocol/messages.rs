@@ -12,6 +12,7 @@ use crate::protocol::job_state::JobState;
 use crate::protocol::leader::LeaderAddresses;
 use crate::protocol::priority::Priority;
 use crate::protocol::queue_stats::QueueStats;
+use crate::protocol::schedule::{ScheduleSpec, ScheduleView};
 use crate::protocol::views::{ByteChunk, ByteField, JobList, JobView, WorkerView};
 use serde::{Deserialize, Serialize};
 
@@ -349,6 +350,59 @@ pub enum ClientRequest {
     /// checks that it is alive; answered `Pong` by the connection itself,
     /// without touching any job.
     Ping,
+    /// Adds a schedule (README "Schedules"); answered `Schedule` once it
+    /// is durable, or `ScheduleRefused` with nothing stored.
+    CreateSchedule(Box<ScheduleSpec>),
+    /// Replaces the definition of the schedule of the same name; answered
+    /// like `CreateSchedule`.
+    UpdateSchedule(Box<ScheduleSpec>),
+    /// Up to `MAX_LIST_SCHEDULES` schedules by name, after `after` if
+    /// given; answered `Schedules`.
+    ListSchedules {
+        #[serde(default)]
+        after: Option<String>,
+    },
+    /// One schedule with its next fire times and recent runs; answered
+    /// `Schedule` or `ScheduleRefused` (unknown).
+    ShowSchedule {
+        name: String,
+    },
+    /// Answered `Schedule` once durable.
+    PauseSchedule {
+        name: String,
+    },
+    /// Answered `Schedule` once durable; slots missed while paused do not fire.
+    ResumeSchedule {
+        name: String,
+    },
+    /// Submits the schedule's job now (idempotency key
+    /// `schedule:NAME:trigger:TIME`); answered `Submitted`.
+    TriggerSchedule {
+        name: String,
+    },
+    /// Removes the schedule (its jobs stay); answered `ScheduleDeleted`.
+    DeleteSchedule {
+        name: String,
+    },
+}
+
+/// Most schedules one `ListSchedules` answer holds.
+pub const MAX_LIST_SCHEDULES: usize = 200;
+
+/// Why a schedule request changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScheduleRefusal {
+    /// A field is invalid (`field` names it).
+    Invalid,
+    /// `CreateSchedule` of a name that exists.
+    Exists,
+    /// No schedule of that name.
+    Unknown,
+    /// `max-schedules` reached.
+    Limit,
+    /// The database did not store the change.
+    Store,
 }
 
 /// Frames a client sends.
@@ -448,6 +502,21 @@ pub enum ClientResponse {
     AnswerTooLarge {
         size: u64,
         max: u64,
+    },
+    Schedule(Box<ScheduleView>),
+    /// By name; `more`: ask again with `after` the last name.
+    Schedules {
+        schedules: Vec<ScheduleView>,
+        more: bool,
+    },
+    ScheduleDeleted {
+        name: String,
+    },
+    ScheduleRefused {
+        kind: ScheduleRefusal,
+        /// The field at fault, for `Invalid`.
+        field: Option<String>,
+        reason: String,
     },
 }
 

@@ -18,6 +18,7 @@ pub mod payloads;
 pub mod priority;
 pub mod queue_stats;
 pub mod register;
+pub mod schedule;
 pub mod views;
 
 pub use addresses::{parse_address_list, AddressError, LeaderSearch, MAX_REDIRECTS};
@@ -36,4 +37,5 @@ pub use leader::LeaderAddresses;
 pub use messages::*;
 pub use priority::Priority;
 pub use queue_stats::{QueueRow, QueueStats, TaskTypeRow};
+pub use schedule::{Overlap, ScheduleRun, ScheduleSpec, ScheduleView, MAX_RECENT_RUNS_LIMIT};
 pub use views::*;

@@ -19,6 +19,7 @@ pub mod recovery;
 pub mod retention;
 pub mod retry;
 pub mod row;
+pub mod schedule;
 pub mod state;
 pub mod submission;
 pub mod sweep;

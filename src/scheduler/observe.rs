@@ -50,6 +50,11 @@ pub struct StatsSnapshot {
     pub throughput: Vec<u32>,
     pub workers: Vec<WorkerView>,
     pub metrics: Metrics,
+    /// Per schedule, by name: (name, slots fired, skipped per
+    /// `SkipReason`); at most `max-schedules` entries.
+    pub schedules: Vec<(String, u64, [u64; 2])>,
+    /// Fire time minus nominal slot of every slot fired.
+    pub schedule_lag: crate::scheduler::metrics::Histogram,
 }
 
 impl StatsSnapshot {
@@ -236,6 +241,13 @@ impl CoordinatorState {
             throughput: self.metrics.throughput.per_second(now.wall_ms),
             workers: self.worker_views(now),
             metrics: self.metrics.clone(),
+            schedules: self
+                .schedules
+                .all()
+                .into_iter()
+                .map(|e| (e.spec.name.clone(), e.fired, e.skipped))
+                .collect(),
+            schedule_lag: self.schedules.lag.clone(),
         }
     }
 }

@@ -168,6 +168,8 @@ pub struct CoordinatorState {
     /// Finished jobs whose deletion the database has not answered yet
     /// (see `deletion`): at most `MAX_BULK_JOBS` per deletion in flight.
     pub(super) deleting: std::collections::HashSet<JobId>,
+    /// Every schedule, at most `max-schedules`, with when each is due.
+    pub(super) schedules: crate::scheduler::schedule::ScheduleBook,
 }
 
 impl CoordinatorState {
@@ -200,6 +202,9 @@ impl CoordinatorState {
             claim_deadline: i64::MIN,
             epoch: 0,
             deleting: std::collections::HashSet::new(),
+            schedules: crate::scheduler::schedule::ScheduleBook::new(
+                crate::scheduler::schedule::DEFAULT_MAX_SCHEDULES,
+            ),
         }
     }
 
@@ -209,6 +214,7 @@ impl CoordinatorState {
         let mut state = CoordinatorState::new(Policy::from_config(config), log);
         state.metrics = Metrics::with_task_type_limit(config.metrics_max_task_types);
         state.set_timeline_task_types(config.timeline_task_types);
+        state.set_max_schedules(config.max_schedules);
         state
     }
 

@@ -11,13 +11,14 @@ use std::collections::BTreeSet;
 impl CoordinatorState {
     /// The periodic pass, in order: dead workers, expired deadlines,
     /// recovered attempts nobody claimed in time, due retries, due delayed
-    /// jobs, then scheduling.
+    /// jobs, due schedule slots, then scheduling.
     pub fn sweep(&mut self, now: Now) {
         self.detect_dead_workers(now);
         self.detect_expired_deadlines(now);
         self.expire_unclaimed(now);
         self.promote_due_retries(now);
         self.release_due_delays(now);
+        self.fire_due_schedules(now);
         self.schedule(now);
     }
 

@@ -3,6 +3,7 @@
 
 use super::{ExpiredJob, ExpiryCutoffs, StoreError};
 use crate::protocol::JobId;
+use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};
 use crate::scheduler::{JobRow, Stored};
 
 /// Durable storage of job rows. Owned by one thread (the persistence
@@ -47,6 +48,14 @@ pub trait Store: Send + 'static {
     /// not. `None`: no fence (a single coordinator on SQLite).
     fn set_fence(&mut self, epoch: Option<u64>);
 
+    /// Writes or deletes a schedule, durable when it returns. Staged job
+    /// rows are never lost by it (a backend may make them durable with it).
+    fn write_schedule(&mut self, write: &ScheduleWrite) -> Result<(), StoreError>;
+
+    /// Every stored schedule, by name, each with the newest slot its jobs
+    /// recorded (see `store::schedules`).
+    fn load_schedules(&mut self) -> Result<Vec<StoredSchedule>, StoreError>;
+
     /// Where the data lives, for logs (never with a password).
     fn describe(&self) -> String;
 }
@@ -74,6 +83,14 @@ impl Store for super::JobStore {
 
     fn load_for_recovery(&mut self, window: usize) -> Result<Stored, StoreError> {
         super::JobStore::load_for_recovery(self, window)
+    }
+
+    fn write_schedule(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
+        super::JobStore::write_schedule(self, write)
+    }
+
+    fn load_schedules(&mut self) -> Result<Vec<StoredSchedule>, StoreError> {
+        super::JobStore::load_schedules(self)
     }
 
     /// SQLite has one writer process and no lease: there is nothing to

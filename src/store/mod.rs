@@ -8,6 +8,7 @@ mod expiry;
 pub mod history;
 pub mod postgres;
 mod read;
+pub mod schedules;
 pub mod schema;
 mod startup;
 pub mod wal_prealloc;

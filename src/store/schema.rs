@@ -9,7 +9,7 @@ use rusqlite::{Connection, Transaction};
 /// version 4 indexes what retention reads (see `V3_TO_V4`); version 5
 /// keeps the count of finished jobs per task type and state (see
 /// `V4_TO_V5`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 const JOBS_V1: &str = "
 CREATE TABLE jobs (
@@ -107,14 +107,26 @@ INSERT INTO terminal_counts (task_type, state, jobs)
 ";
 
 /// One migration step: from `version - 1` to `version`.
+/// Schedules (see `store::schedules`): the definition as MessagePack, the
+/// newest slot fired (moved with the job that fires it), the last change.
+const V5_TO_V6: &str = "
+CREATE TABLE schedules (
+    name TEXT PRIMARY KEY NOT NULL,
+    definition BLOB NOT NULL,
+    last_slot INTEGER,
+    updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
 type Step = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
-const STEPS: [(i64, Step); 5] = [
+const STEPS: [(i64, Step); 6] = [
     (1, |tx| tx.execute_batch(JOBS_V1)),
     (2, |tx| tx.execute_batch(V1_TO_V2)),
     (3, |tx| tx.execute_batch(V2_TO_V3)),
     (4, |tx| tx.execute_batch(V3_TO_V4)),
     (5, |tx| tx.execute_batch(V4_TO_V5)),
+    (6, |tx| tx.execute_batch(V5_TO_V6)),
 ];
 
 /// Why the schema could not be brought up to date.

@@ -123,7 +123,9 @@ impl JobStore {
         let mut add = statement(ADD_TO_COUNT)?;
         counts
             .write(&mut add)
-            .map_err(|e| fail(format!("counting finished jobs: {e}")))
+            .map_err(|e| fail(format!("counting finished jobs: {e}")))?;
+        drop((update, insert, attempts, stored_state, add));
+        self.write_schedule_progress(rows)
     }
 }
 

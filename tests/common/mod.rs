@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod cli;
 pub mod db;
 pub mod external;
 pub mod ha_processes;

@@ -139,8 +139,12 @@ impl Handler<ClientCommand> for Coordinator {
         if let ClientRequest::Delete { job_ids } = m.request {
             return self.delete_named(job_ids, false, m.reply_to, m.request_id, ctx);
         }
+        let reply_to = m.reply_to.clone();
+        let Some(request) = self.schedule_request(m.request, reply_to, m.request_id, ctx) else {
+            return;
+        };
         let now = self.now();
-        let response = self.apply_request(m.request, now);
+        let response = self.apply_request(request, now);
         let answer = ClientAnswer {
             request_id: m.request_id,
             response,
@@ -263,6 +267,17 @@ impl Coordinator {
             ClientRequest::Workers => ClientResponse::Workers(self.state.worker_views(now)),
             // Sessions answer pings themselves; one forwarded here is harmless.
             ClientRequest::Ping => ClientResponse::Pong,
+            // Taken by `schedule_request` before this.
+            ClientRequest::CreateSchedule(_)
+            | ClientRequest::UpdateSchedule(_)
+            | ClientRequest::ListSchedules { .. }
+            | ClientRequest::ShowSchedule { .. }
+            | ClientRequest::PauseSchedule { .. }
+            | ClientRequest::ResumeSchedule { .. }
+            | ClientRequest::TriggerSchedule { .. }
+            | ClientRequest::DeleteSchedule { .. } => ClientResponse::Invalid {
+                reason: "schedule requests are handled apart".into(),
+            },
         }
     }
 

@@ -10,6 +10,7 @@ mod handlers;
 mod history_reads;
 mod job_admin;
 pub mod messages;
+mod schedules;
 
 use crate::actors::history::HistoryLink;
 use crate::actors::outbox::{Delivery, SendToWorker};
@@ -64,6 +65,9 @@ pub struct Coordinator {
     /// Deletions sent and not yet answered (at most
     /// `job_admin::MAX_DELETIONS_IN_FLIGHT`).
     deletions_in_flight: usize,
+    /// Where schedule changes are stored; none: they are refused.
+    schedule_writes: Option<Recipient<crate::actors::persistence::WriteSchedule>>,
+
     /// Told when a commit is fenced (another coordinator took the lease);
     /// none on SQLite, where nothing is fenced.
     on_fenced: Option<Recipient<Fenced>>,
@@ -116,6 +120,8 @@ impl Coordinator {
             expiry: None,
             deletion: None,
             deletions_in_flight: 0,
+            schedule_writes: None,
+
             on_fenced: None,
             deposed: false,
             trust: None,
@@ -182,6 +188,15 @@ impl Coordinator {
 
     /// Deletes finished jobs clients ask to delete through `delete` (the
     /// persistence thread).
+    /// Stores schedule changes through `writes`.
+    pub fn with_schedule_writes(
+        mut self,
+        writes: Recipient<crate::actors::persistence::WriteSchedule>,
+    ) -> Self {
+        self.schedule_writes = Some(writes);
+        self
+    }
+
     pub fn with_deletion(mut self, delete: Recipient<DeleteJobs>) -> Self {
         self.deletion = Some(delete);
         self

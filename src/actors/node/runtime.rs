@@ -219,6 +219,13 @@ fn recover(
     let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
     let mut state = CoordinatorState::for_config(config, log.clone());
     let summary = state.recover_stored(stored, clock.now());
+    crate::actors::schedule_startup::restore_schedules(
+        store.as_mut(),
+        &mut state,
+        &config.declared_schedules(),
+        clock.now(),
+        &log,
+    )?;
     info!(log, "recovered"; "store" => store.describe(), "epoch" => epoch,
           "rows" => summary.loaded, "awaiting_claim" => summary.awaiting_claim, "unclaimable" => summary.unclaimable,
           "millis" => started.elapsed().as_millis() as u64);

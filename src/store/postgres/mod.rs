@@ -16,6 +16,7 @@ mod expiry;
 mod fence;
 pub mod history;
 mod read;
+mod schedules;
 pub mod schema;
 pub mod throwaway;
 mod write;
@@ -26,6 +27,7 @@ pub use history::PostgresReader;
 
 use super::{ExpiredJob, ExpiryCutoffs, Store, StoreError};
 use crate::protocol::{JobId, JobState};
+use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};
 use crate::scheduler::{JobRow, Stored};
 use postgres::Client;
 use std::collections::HashMap;
@@ -141,10 +143,14 @@ impl PostgresStore {
     }
 
     /// The writer `row` goes to: always the same for a job, and for jobs
-    /// of one idempotency key.
+    /// of one idempotency key. All jobs of one schedule go to one writer:
+    /// each moves the schedule's row (`schedules::write_progress`), and two
+    /// writers holding that row's lock at once would wait on each other.
     fn writer_of(&self, id: JobId, idempotency_key: Option<&str>) -> usize {
         let writers = self.writers() as u64;
-        let hash = match idempotency_key {
+        let routed = idempotency_key
+            .map(|key| crate::scheduler::schedule::keys::schedule_of(key).unwrap_or(key));
+        let hash = match routed {
             Some(key) => {
                 let mut hasher = std::collections::hash_map::DefaultHasher::new();
                 std::hash::Hash::hash(key, &mut hasher);
@@ -318,6 +324,14 @@ impl Store for PostgresStore {
         }
         self.unfinished = caches.pop().unwrap_or_default();
         Ok(stored)
+    }
+
+    fn write_schedule(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
+        self.write_schedule_row(write)
+    }
+
+    fn load_schedules(&mut self) -> Result<Vec<StoredSchedule>, StoreError> {
+        self.load_schedule_rows()
     }
 
     fn set_fence(&mut self, epoch: Option<u64>) {

@@ -4,14 +4,14 @@
 //! coordinators starting together migrate once. A database newer than
 //! this binary is refused untouched.
 //!
-//! Same semantics as SQLite's schema version 5 (see `store::schema`), in
+//! Same semantics as SQLite's schema version 6 (see `store::schema`), in
 //! PostgreSQL's native types: `uuid` ids and leases, `bigint` times (unix
 //! milliseconds), `bytea` payloads and results.
 
 use postgres::Client;
 
 /// The version this binary writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Taken (per transaction) by every migration step. Any constant unique
 /// to taskyard: "tkyd" in ASCII.
@@ -102,7 +102,17 @@ ALTER TABLE taskyard.terminal_counts ADD PRIMARY KEY (task_type, state, shard);
 ";
 
 /// One step: from `version - 1` to `version`.
-const STEPS: [(i64, &str); 2] = [(1, V1), (2, V2)];
+/// Schedules: as SQLite's version 6 (see `store::schedules`).
+const V3: &str = "
+CREATE TABLE taskyard.schedules (
+    name text PRIMARY KEY,
+    definition bytea NOT NULL,
+    last_slot bigint,
+    updated_at bigint NOT NULL
+);
+";
+
+const STEPS: [(i64, &str); 3] = [(1, V1), (2, V2), (3, V3)];
 
 /// Why the schema could not be brought up to date.
 #[derive(Debug, thiserror::Error)]

@@ -163,6 +163,11 @@ impl PostgresStore {
                 failed = Some(("counting finished jobs".into(), e));
             }
         }
+        if failed.is_none() {
+            if let Err(e) = super::schedules::write_progress(client, rows) {
+                failed = Some(("recording schedule slots".into(), e));
+            }
+        }
         if let Some((what, e)) = failed {
             let reason = format!("{what}: {}", super::connect::error_text(&e));
             return Err(self.fail(self.target.redact(&reason)));

@@ -1,0 +1,183 @@
+//! How the sweep fires schedules: each due slot is decided once, oldest
+//! first: skipped (outside the catch-up window, or by the overlap policy)
+//! or submitted as an ordinary job with idempotency key
+//! `schedule:NAME:SLOT`. A slot's job and the schedule's progress are
+//! committed in one transaction (the store records the slot from the
+//! job's key), so after a crash a slot is decided again only if its job
+//! never became durable, and then its key makes a second submission
+//! return the first job.
+//!
+//! Slots are wall-clock times (cron is about the wall clock): a wall
+//! clock set ahead brings slots due, within the catch-up window.
+
+use crate::clock::Now;
+use crate::protocol::{JobId, Overlap, SubmitAnswer, SubmitRequest};
+use crate::scheduler::schedule::book::{Entry, SkipReason};
+use crate::scheduler::schedule::keys::{slot_key, trigger_key};
+use crate::scheduler::state::CoordinatorState;
+use slog::{info, warn};
+
+/// The most slots one schedule fires in one sweep; the rest wait for the
+/// next sweep (a catch-up window of many slots fires over a few sweeps).
+pub const MAX_FIRES_PER_SWEEP: usize = 100;
+/// The most skipped slots counted one by one in a catch-up; past that the
+/// count stops (the skip itself is one jump, whatever its length).
+pub const MAX_SKIPS_COUNTED: u64 = 10_000;
+
+impl CoordinatorState {
+    /// Decides every slot that has come, and fires the `buffer-one` slots
+    /// whose previous run has ended.
+    pub fn fire_due_schedules(&mut self, now: Now) {
+        for mut entry in self.schedules.take_buffered() {
+            self.release_buffered(&mut entry, now);
+            self.schedules.put(entry);
+        }
+        for mut entry in self.schedules.take_due(now.wall_ms) {
+            self.decide_due_slots(&mut entry, now);
+            self.schedules.put(entry);
+        }
+    }
+
+    /// Submits a job for `entry` now, outside its cadence (`trigger`):
+    /// no slot is used up and the overlap policy does not apply.
+    pub fn trigger_schedule(&mut self, entry: &mut Entry, now: Now) -> SubmitAnswer {
+        let key = trigger_key(&entry.spec.name, now.wall_ms);
+        let answer = self.submit(template(entry, key, 0), now);
+        if let SubmitAnswer::Accepted { job_id, .. } = answer {
+            entry.record_run(None, job_id);
+        }
+        answer
+    }
+
+    fn decide_due_slots(&mut self, entry: &mut Entry, now: Now) {
+        let window = entry.catchup_window_ms(now.wall_ms);
+        for _ in 0..MAX_FIRES_PER_SWEEP {
+            let Some(slot) = entry.next_slot.filter(|s| *s <= now.wall_ms) else {
+                return;
+            };
+            if now.wall_ms - slot >= window {
+                self.skip_missed(entry, now.wall_ms - window);
+                continue;
+            }
+            if !self.decide_slot(entry, slot, now) {
+                return; // refused (admission): tried again next sweep
+            }
+            entry.after = slot;
+            entry.plan();
+        }
+    }
+
+    /// Skips every slot up to `floor` (outside the catch-up window),
+    /// counting them, and plans the first slot after it.
+    fn skip_missed(&mut self, entry: &mut Entry, floor: i64) {
+        let mut skipped = 0u64;
+        let mut cursor = entry.next_slot;
+        while let Some(slot) = cursor.filter(|s| *s <= floor) {
+            skipped += 1;
+            if skipped >= MAX_SKIPS_COUNTED {
+                break;
+            }
+            cursor = entry.cadence.next_after(slot);
+        }
+        warn!(self.log, "schedule slots missed outside the catch-up window skipped";
+              "schedule" => &entry.spec.name, "slots" => skipped);
+        entry.skipped[SkipReason::CatchupWindow as usize] += skipped;
+        entry.after = entry.after.max(floor);
+        entry.plan();
+    }
+
+    /// Applies the overlap policy to `slot` and fires it, holds it
+    /// (`buffer-one`) or skips it. False: the submission was refused and
+    /// the slot stays undecided.
+    fn decide_slot(&mut self, entry: &mut Entry, slot: i64, now: Now) -> bool {
+        let active = entry.last_job().filter(|job| self.is_active(*job));
+        match (entry.spec.overlap, active) {
+            (_, None) | (Overlap::Allow, _) => self.fire_slot(entry, slot, now),
+            (Overlap::Skip, Some(_)) => {
+                entry.skipped[SkipReason::Overlap as usize] += 1;
+                true
+            }
+            (Overlap::BufferOne, Some(_)) => {
+                if entry.buffered.replace(slot).is_some() {
+                    entry.skipped[SkipReason::Overlap as usize] += 1;
+                }
+                true
+            }
+            (Overlap::CancelPrevious, Some(job)) => {
+                // Cancelling a non-terminal job cannot be refused.
+                let _ = self.cancel(job, now);
+                self.fire_slot(entry, slot, now)
+            }
+        }
+    }
+
+    fn release_buffered(&mut self, entry: &mut Entry, now: Now) {
+        let Some(slot) = entry.buffered else {
+            return;
+        };
+        if entry.last_job().is_some_and(|job| self.is_active(job)) {
+            return; // still running: stays buffered
+        }
+        if self.fire_slot(entry, slot, now) {
+            entry.buffered = None;
+        }
+    }
+
+    /// Submits `slot`'s job. False if the submission was refused.
+    fn fire_slot(&mut self, entry: &mut Entry, slot: i64, now: Now) -> bool {
+        let name = &entry.spec.name;
+        let delay = jitter_ms(name, slot, entry.spec.jitter_ms);
+        match self.submit(template(entry, slot_key(name, slot), delay), now) {
+            SubmitAnswer::Accepted { job_id, .. } => {
+                self.fired(entry, slot, job_id, now);
+                true
+            }
+            SubmitAnswer::Rejected(refused) => {
+                warn!(self.log, "schedule slot refused, tried again next sweep";
+                      "schedule" => name, "reason" => &refused.reason);
+                false
+            }
+        }
+    }
+
+    fn fired(&mut self, entry: &mut Entry, slot: i64, job_id: JobId, now: Now) {
+        entry.record_run(Some(slot), job_id);
+        entry.fired += 1;
+        let lag_ms = now.wall_ms.saturating_sub(slot).max(0);
+        self.schedules.lag.observe(lag_ms as f64 / 1000.0);
+        info!(self.log, "schedule fired"; "schedule" => &entry.spec.name,
+              "slot" => crate::scheduler::schedule::slot_label(slot), "job" => %job_id);
+    }
+
+    fn is_active(&self, job: JobId) -> bool {
+        self.jobs.get(&job).is_some_and(|j| !j.state.is_terminal())
+    }
+}
+
+/// The job a schedule submits, with `key` and `delay_ms`.
+fn template(entry: &Entry, key: String, delay_ms: u64) -> SubmitRequest {
+    let spec = &entry.spec;
+    SubmitRequest {
+        task_type: spec.task_type.clone(),
+        payload: spec.payload.clone(),
+        priority: spec.priority,
+        max_attempts: spec.max_attempts,
+        timeout_ms: spec.timeout_ms,
+        idempotency_key: Some(key),
+        delay_ms: (delay_ms > 0).then_some(delay_ms),
+    }
+}
+
+/// A delay of 0 to `jitter` ms, the same for a slot every time it is
+/// decided (FNV-1a of name and slot), so a re-decided slot waits alike.
+pub fn jitter_ms(name: &str, slot: i64, jitter: u64) -> u64 {
+    if jitter == 0 {
+        return 0;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes().chain(slot.to_le_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash % (jitter + 1)
+}

@@ -1,0 +1,90 @@
+//! Schedules in PostgreSQL: the same table and semantics as SQLite's
+//! (`store::schedules`): a job whose idempotency key names a slot moves
+//! its schedule's `last_slot` in the job's own transaction.
+
+use super::PostgresStore;
+use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};
+use crate::scheduler::JobRow;
+use crate::store::schedules::{decode_spec, encode_spec, schedule_progress};
+use crate::store::StoreError;
+use postgres::Client;
+
+const UPSERT: &str = "INSERT INTO taskyard.schedules (name, definition, last_slot, updated_at)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (name) DO UPDATE SET definition = excluded.definition,
+        last_slot = GREATEST(taskyard.schedules.last_slot, excluded.last_slot),
+        updated_at = excluded.updated_at";
+const DELETE: &str = "DELETE FROM taskyard.schedules WHERE name = $1";
+const PROGRESS: &str =
+    "UPDATE taskyard.schedules SET last_slot = GREATEST(last_slot, $2) WHERE name = $1";
+const LOAD: &str =
+    "SELECT name, definition, last_slot, updated_at FROM taskyard.schedules ORDER BY name";
+
+/// Records the slots `rows` fire, in the open transaction.
+pub(super) fn write_progress(client: &mut Client, rows: &[JobRow]) -> Result<(), postgres::Error> {
+    for (name, slot) in schedule_progress(rows) {
+        client.execute(PROGRESS, &[&name, &slot])?;
+    }
+    Ok(())
+}
+
+impl PostgresStore {
+    /// Writes or deletes a schedule in a fenced transaction of its own,
+    /// durable when it returns. Staged job rows are not touched (they are
+    /// written by the next commit).
+    pub(super) fn write_schedule_row(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
+        let result = self.write_schedule_fenced(write);
+        if result.is_err() {
+            let staged = std::mem::take(&mut self.staged);
+            self.rollback();
+            self.staged = staged;
+        }
+        result
+    }
+
+    fn write_schedule_fenced(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
+        self.begin_write()?;
+        let client = &mut self.conn()?.client;
+        let written = match write {
+            ScheduleWrite::Put(stored) => {
+                let definition = encode_spec(&stored.spec).map_err(|e| self.fail(e))?;
+                let client = &mut self.conn()?.client;
+                client.execute(
+                    UPSERT,
+                    &[
+                        &stored.spec.name,
+                        &definition,
+                        &stored.last_slot,
+                        &stored.updated_at,
+                    ],
+                )
+            }
+            ScheduleWrite::Delete(name) => client.execute(DELETE, &[name]),
+        };
+        written.map_err(|e| self.driver(&e))?;
+        let committed = self.conn()?.client.batch_execute("COMMIT");
+        self.in_transaction = false;
+        committed.map_err(|e| self.driver(&e))
+    }
+
+    /// Every stored schedule, by name.
+    pub(super) fn load_schedule_rows(&mut self) -> Result<Vec<StoredSchedule>, StoreError> {
+        let rows = {
+            let client = &mut self.conn()?.client;
+            client.query(LOAD, &[])
+        };
+        let rows = rows.map_err(|e| self.driver(&e))?;
+        let mut stored = Vec::with_capacity(rows.len());
+        for row in rows {
+            let name: String = row.get(0);
+            let definition: Vec<u8> = row.get(1);
+            let spec = decode_spec(&name, &definition).map_err(|e| self.fail(e))?;
+            stored.push(StoredSchedule {
+                spec,
+                last_slot: row.get(2),
+                updated_at: row.get(3),
+            });
+        }
+        Ok(stored)
+    }
+}

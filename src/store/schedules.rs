@@ -1,0 +1,139 @@
+//! Schedules in SQLite: the `schedules` table (one row per schedule, its
+//! definition as MessagePack), and the progress a batch of job rows
+//! carries: a job whose idempotency key names a schedule's slot moves that
+//! schedule's `last_slot` in the job's own transaction, so a slot fired
+//! is recorded exactly when its job is durable.
+
+use super::{JobStore, StoreError};
+use crate::protocol::ScheduleSpec;
+use crate::scheduler::schedule::keys::parse_slot_key;
+use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};
+use crate::scheduler::JobRow;
+use rusqlite::params;
+
+const UPSERT: &str = "INSERT INTO schedules (name, definition, last_slot, updated_at)
+    VALUES (?1, ?2, ?3, ?4)
+    ON CONFLICT (name) DO UPDATE SET definition = excluded.definition,
+        last_slot = max(coalesce(schedules.last_slot, excluded.last_slot), coalesce(excluded.last_slot, schedules.last_slot)),
+        updated_at = excluded.updated_at";
+const DELETE: &str = "DELETE FROM schedules WHERE name = ?1";
+const PROGRESS: &str =
+    "UPDATE schedules SET last_slot = max(coalesce(last_slot, ?2), ?2) WHERE name = ?1";
+const LOAD: &str = "SELECT name, definition, last_slot, updated_at FROM schedules ORDER BY name";
+
+/// The newest slot per schedule among `rows`' idempotency keys.
+pub(crate) fn schedule_progress(rows: &[JobRow]) -> Vec<(&str, i64)> {
+    let mut newest: Vec<(&str, i64)> = Vec::new();
+    for (name, slot) in rows
+        .iter()
+        .filter_map(|r| parse_slot_key(r.idempotency_key.as_deref()?))
+    {
+        match newest.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = entry.1.max(slot),
+            None => newest.push((name, slot)),
+        }
+    }
+    newest
+}
+
+/// A definition as stored.
+pub(crate) fn encode_spec(spec: &ScheduleSpec) -> Result<Vec<u8>, String> {
+    rmp_serde::to_vec_named(spec).map_err(|e| format!("encoding schedule {}: {e}", spec.name))
+}
+
+/// A stored definition read back; the error names the schedule.
+pub(crate) fn decode_spec(name: &str, bytes: &[u8]) -> Result<ScheduleSpec, String> {
+    rmp_serde::from_slice(bytes).map_err(|e| format!("schedule {name}: unreadable definition: {e}"))
+}
+
+impl JobStore {
+    /// Records the slots `rows` fire, in the open transaction.
+    pub(super) fn write_schedule_progress(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
+        let progress = schedule_progress(rows);
+        if progress.is_empty() {
+            return Ok(());
+        }
+        let mut update = self
+            .conn
+            .prepare_cached(PROGRESS)
+            .map_err(|e| self.error(e))?;
+        for (name, slot) in progress {
+            update.execute(params![name, slot]).map_err(|e| {
+                StoreError::sqlite(&self.path, format!("recording schedule {name}: {e}"))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes or deletes a schedule, durable when it returns. A
+    /// transaction of staged job rows that is open is committed with it
+    /// (rows are only ever made durable early, never lost).
+    pub fn write_schedule(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
+        let result = self.write_schedule_row(write);
+        if result.is_err() {
+            self.rollback();
+            return result;
+        }
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        let committed = self.conn.execute_batch("COMMIT").map_err(|e| self.error(e));
+        if committed.is_err() {
+            self.rollback();
+        }
+        committed
+    }
+
+    fn write_schedule_row(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
+        match write {
+            ScheduleWrite::Put(stored) => {
+                let definition =
+                    encode_spec(&stored.spec).map_err(|e| StoreError::sqlite(&self.path, e))?;
+                self.conn
+                    .execute(
+                        UPSERT,
+                        params![
+                            stored.spec.name,
+                            definition,
+                            stored.last_slot,
+                            stored.updated_at
+                        ],
+                    )
+                    .map_err(|e| self.error(e))?;
+            }
+            ScheduleWrite::Delete(name) => {
+                self.conn
+                    .execute(DELETE, params![name])
+                    .map_err(|e| self.error(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every stored schedule, by name.
+    pub fn load_schedules(&mut self) -> Result<Vec<StoredSchedule>, StoreError> {
+        let mut select = self.conn.prepare(LOAD).map_err(|e| self.error(e))?;
+        let rows = select
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Vec<u8>>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })
+            .map_err(|e| self.error(e))?;
+        let mut stored = Vec::new();
+        for row in rows {
+            let (name, definition, last_slot, updated_at) = row.map_err(|e| self.error(e))?;
+            let spec =
+                decode_spec(&name, &definition).map_err(|e| StoreError::sqlite(&self.path, e))?;
+            stored.push(StoredSchedule {
+                spec,
+                last_slot,
+                updated_at,
+            });
+        }
+        Ok(stored)
+    }
+}
