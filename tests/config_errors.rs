@@ -46,7 +46,7 @@ fn a_worker_whose_coordinator_name_does_not_resolve_exits_2_naming_the_key_and_f
     let (code, stderr, file) = run_with_config(WORKER, "coordinator = \"not-an-address\"\n");
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains(&format!("{file}: key `coordinator`")),
+        stderr.contains(&format!("{file}:1:15: key `coordinator`")),
         "{stderr}"
     );
 }
