@@ -22,19 +22,20 @@ pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 impl CoordinatorState {
     /// Admits a job if it is valid and below `max-active-jobs`. A rejected
     /// submission changes nothing.
-    /// A key seen before returns the original job's id and creates nothing.
+    /// A valid submission with a key seen before returns the original
+    /// job's id and creates nothing; an invalid one is rejected whatever
+    /// its key (a key does not make a bad request good).
     pub fn submit(&mut self, req: SubmitRequest, now: Now) -> SubmitAnswer {
+        let checked = match self.validate(&req) {
+            Ok(checked) => checked,
+            Err(reason) => return self.reject(reason),
+        };
         if let Some(answer) = self.resubmission(&req) {
             return answer;
         }
-        let job = match self.admit(req, now) {
+        let job = match self.admit(req, checked, now) {
             Ok(job) => job,
-            Err(mut reason) => {
-                self.metrics.rejected += 1;
-                // Bounded, so a batch's answers have a known worst case.
-                cut_at_char_boundary(&mut reason, fit::MAX_REJECTION_REASON_BYTES);
-                return SubmitAnswer::Rejected(SubmitRejected { reason });
-            }
+            Err(reason) => return self.reject(reason),
         };
         self.metrics.record_submission(&job.task_type);
         let (job_id, no_worker) = (job.id, !self.workers.advertised(&job.task_type));
@@ -66,8 +67,17 @@ impl CoordinatorState {
         })
     }
 
-    fn admit(&self, req: SubmitRequest, now: Now) -> Result<Job, String> {
-        let (max_attempts, timeout_ms) = self.validate(&req)?;
+    fn reject(&mut self, mut reason: String) -> SubmitAnswer {
+        self.metrics.rejected += 1;
+        // Bounded, so a batch's answers have a known worst case.
+        cut_at_char_boundary(&mut reason, fit::MAX_REJECTION_REASON_BYTES);
+        SubmitAnswer::Rejected(SubmitRejected { reason })
+    }
+
+    /// A validated submission (`checked`: its attempt budget and timeout)
+    /// as a new job, unless `max-active-jobs` are active.
+    fn admit(&self, req: SubmitRequest, checked: (u32, u64), now: Now) -> Result<Job, String> {
+        let (max_attempts, timeout_ms) = checked;
         if self.active_jobs >= self.policy.max_active_jobs {
             return Err(self.admission_refusal());
         }

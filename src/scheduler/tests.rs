@@ -633,6 +633,16 @@ fn same_idempotency_key_returns_the_same_job_also_after_recovery() {
     let rows = stored_rows(&s);
     assert_eq!(accepted(s.submit(keyed(), Now::both(1))), first);
     assert!(!s.has_dirty(), "the repeat stored nothing");
+    // A key does not make an invalid request good: it is rejected.
+    let invalid = SubmitRequest {
+        idempotency_key: Some("order-7".into()),
+        ..SubmitRequest::new("sleep", encode_json(&serde_json::Value::Null))
+    };
+    assert!(
+        matches!(s.submit(invalid, Now::both(1)), SubmitAnswer::Rejected(r) if r.reason.starts_with("payload")),
+        "rejected as without the key"
+    );
+    assert!(!s.has_dirty(), "the rejection stored nothing");
     assert_eq!(s.list(None, 10, Now::both(0)).len(), 1);
     consistent(&s);
 
