@@ -32,11 +32,7 @@ struct Ports {
 }
 
 fn start_coordinator(db: &Path, ports: &Ports, log: &Path) -> Child {
-    let stderr = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("coordinator log");
+    let stderr = common::processes::append_log(log);
     Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
         .arg("--db-path")
         .arg(db)

@@ -20,11 +20,7 @@ const KILLS: usize = 3;
 const TICK: &str = r#"{name = "tick", every = "1s", task-type = "echo", payload = {message = "hi"}, overlap = "allow", catchup-window = "1h"}"#;
 
 fn start_coordinator(db: &Path, client: SocketAddr, log: &Path) -> Child {
-    let stderr = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("coordinator log");
+    let stderr = common::processes::append_log(log);
     Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
         .arg("--db-path")
         .arg(db)

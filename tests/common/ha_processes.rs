@@ -40,11 +40,7 @@ impl CoordinatorProcess {
 
     /// Starts the process again (after a kill) on the same ports.
     pub fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("coordinator log");
+        let log = super::processes::append_log(&self.log);
         let child = Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
             .args(["--store", "postgres"])
             .env("TASKYARD_POSTGRES_URL", &self.url)

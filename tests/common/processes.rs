@@ -3,6 +3,16 @@
 
 use std::time::Duration;
 
+/// `path` opened for appending (created if missing): where a process that
+/// is killed and started again writes its output, every run after the last.
+pub fn append_log(path: &std::path::Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("process log")
+}
+
 /// Pids of live (not zombie) processes whose process group is `pgid`.
 pub fn live_group_members(pgid: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
