@@ -76,13 +76,22 @@ fn write_version_1_database(db: &std::path::Path) -> Vec<JobId> {
     .expect("v1 schema");
     let ids: Vec<JobId> = (0..4).map(|_| JobId::mint()).collect();
     let payload = encode_json(&json!({ "message": "legacy" }));
+    // Dated a minute ago, not near 1970: retention expiry would delete a
+    // SUCCEEDED row finished decades ago as soon as its first look ran,
+    // racing the listing below.
+    let minute_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+        - 60_000;
     // (id, submitted_at, state, attempts): inserted out of submission order.
     let rows = [
         (ids[2], 3000, "QUEUED", 0),
         (ids[0], 1000, "QUEUED", 0),
         (ids[3], 500, "SUCCEEDED", 1),
         (ids[1], 2000, "RUNNING", 1),
-    ];
+    ]
+    .map(|(id, offset, state, attempts)| (id, minute_ago + offset, state, attempts));
     for (id, at, state, attempts) in rows {
         conn.execute(
             "INSERT INTO jobs (id, task_type, payload, submitted_at, state, attempts, max_attempts,
