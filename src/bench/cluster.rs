@@ -38,7 +38,7 @@ pub const IDLE: &str = "bench.idle";
 pub struct StartTimes(Arc<Mutex<HashMap<JobId, Instant>>>);
 
 impl StartTimes {
-    fn record(&self, job: JobId) {
+    pub(super) fn record(&self, job: JobId) {
         if let Ok(mut times) = self.0.lock() {
             times.insert(job, Instant::now());
         }
@@ -197,19 +197,32 @@ impl Cluster {
     /// Starts `opts.workers` workers and returns once every one is
     /// registered.
     pub fn start_workers(&mut self, opts: &BenchOptions) -> Result<(), BenchError> {
-        self.workers = (1..=opts.workers)
-            .map(|i| {
-                let config = WorkerConfig {
-                    coordinator: self.worker_addr.clone(),
-                    worker_id: format!("bench-{}-{i}", std::process::id()),
-                    capacity: opts.capacity,
-                    prefetch: opts.prefetch,
-                    ..WorkerConfig::default()
-                };
-                let registry = registry(&self.start_times);
-                WorkerHandle::spawn_with_registry(config, registry, self.log.clone())
-            })
-            .collect();
+        let times = self.start_times.clone();
+        self.add_workers(opts.workers, opts.capacity, opts.prefetch, "bench", || {
+            registry(&times)
+        })
+    }
+
+    /// Starts `n` more workers (ids `PREFIX-PID-I`) running what
+    /// `registry` builds, and returns once every worker is registered.
+    pub(super) fn add_workers(
+        &mut self,
+        n: u32,
+        capacity: u32,
+        prefetch: u32,
+        prefix: &str,
+        registry: impl Fn() -> TaskRegistry,
+    ) -> Result<(), BenchError> {
+        self.workers.extend((1..=n).map(|i| {
+            let config = WorkerConfig {
+                coordinator: self.worker_addr.clone(),
+                worker_id: format!("{prefix}-{}-{i}", std::process::id()),
+                capacity,
+                prefetch,
+                ..WorkerConfig::default()
+            };
+            WorkerHandle::spawn_with_registry(config, registry(), self.log.clone())
+        }));
         self.wait_for_workers(Duration::from_secs(15))
     }
 
@@ -314,6 +327,8 @@ impl OwnCoordinator {
             db_path: dir.0.join("bench.db"),
             sqlite_synchronous: opts.synchronous,
             max_active_jobs: needed.max(CoordinatorConfig::default().max_active_jobs),
+            max_schedules: (opts.schedules as usize)
+                .max(CoordinatorConfig::default().max_schedules),
             http_listen: String::new(),
             ..CoordinatorConfig::default()
         };

@@ -61,7 +61,39 @@ pub fn paced(
     start_times: &StartTimes,
 ) -> Result<Latency, BenchError> {
     let mut client = Client::connect_with(addr, options)?;
-    let (base, _) = finished_counts(&mut client, &template.task_type)?;
+    let samples = paced_samples(&mut client, jobs, interval, template, start_times)?;
+    let mut to_done = Vec::with_capacity(samples.len());
+    for sample in &samples {
+        if let Some(view) = client.status(sample.job_id)? {
+            to_done.push((view.updated_at - view.submitted_at) as f64);
+        }
+    }
+    Ok(Latency {
+        interval_ms: interval.as_millis() as u64,
+        submit_to_start: Percentiles::of(samples.iter().filter_map(|s| s.to_start_ms).collect()),
+        submit_to_done: Percentiles::of(to_done),
+    })
+}
+
+/// One paced job: when it was submitted, and how long until it started.
+#[derive(Debug, Clone, Copy)]
+pub struct PacedSample {
+    pub job_id: JobId,
+    pub submitted: Instant,
+    /// `None`: its start was not seen (it ran on a worker of another process).
+    pub to_start_ms: Option<f64>,
+}
+
+/// Submits `jobs` jobs of `template` one every `interval` over `client`,
+/// waits for all of them to finish, and returns each one's submit-to-start.
+pub fn paced_samples(
+    client: &mut Client,
+    jobs: u32,
+    interval: Duration,
+    template: &SubmitRequest,
+    start_times: &StartTimes,
+) -> Result<Vec<PacedSample>, BenchError> {
+    let (base, _) = finished_counts(client, &template.task_type)?;
     let mut sent: Vec<(JobId, Instant)> = Vec::with_capacity(jobs as usize);
     let began = Instant::now();
     for i in 0..jobs {
@@ -73,22 +105,17 @@ pub fn paced(
             SubmitAnswer::Rejected(r) => return Err(BenchError::Failed(r.reason)),
         }
     }
-    wait_finished(&mut client, &template.task_type, base + sent.len() as u64)?;
-    let mut to_start = Vec::with_capacity(sent.len());
-    let mut to_done = Vec::with_capacity(sent.len());
-    for (job_id, at) in &sent {
-        if let Some(started) = start_times.get(*job_id) {
-            to_start.push(started.saturating_duration_since(*at).as_secs_f64() * 1000.0);
-        }
-        if let Some(view) = client.status(*job_id)? {
-            to_done.push((view.updated_at - view.submitted_at) as f64);
-        }
-    }
-    Ok(Latency {
-        interval_ms: interval.as_millis() as u64,
-        submit_to_start: Percentiles::of(to_start),
-        submit_to_done: Percentiles::of(to_done),
-    })
+    wait_finished(client, &template.task_type, base + sent.len() as u64)?;
+    Ok(sent
+        .into_iter()
+        .map(|(job_id, submitted)| PacedSample {
+            job_id,
+            submitted,
+            to_start_ms: start_times
+                .get(job_id)
+                .map(|started| started.saturating_duration_since(submitted).as_secs_f64() * 1000.0),
+        })
+        .collect())
 }
 
 fn wait_finished(client: &mut Client, task_type: &str, target: u64) -> Result<(), BenchError> {

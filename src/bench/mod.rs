@@ -15,6 +15,7 @@ mod load;
 mod pipeline;
 pub mod postgres;
 pub mod report;
+pub mod schedules;
 pub mod seed;
 pub mod startup;
 pub mod takeover;
@@ -76,6 +77,9 @@ pub struct BenchOptions {
     /// Those jobs finished 8 days ago: past the default retention, so
     /// expiry deletes them while the run goes on.
     pub seed_expired: bool,
+    /// Schedules the run creates (`bench schedules`): the own
+    /// coordinator's `max-schedules` is at least this.
+    pub schedules: u32,
 }
 
 /// Why a run could not complete.

@@ -110,6 +110,36 @@ pub enum BenchWhat {
     Recovery(RecoveryArgs),
     /// Time a standby's takeover after the leader is killed (PostgreSQL).
     Takeover(TakeoverArgs),
+    /// What schedules cost: idle CPU with many schedules, and ordinary
+    /// jobs' latency while all of them fire at once.
+    Schedules(ScheduleBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleBenchArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Schedules to create.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub schedules: u32,
+    /// Every schedule's cron expression (all fire at the same moments).
+    #[arg(long, value_name = "EXPR", default_value = "* * * * *")]
+    pub cron: String,
+    /// Whole minutes the idle coordinator's CPU is measured over.
+    #[arg(long, value_name = "M", default_value_t = 2)]
+    pub minutes: u32,
+    /// Slots the ordinary job stream runs across.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub bursts: u32,
+    /// Workers running the scheduled jobs.
+    #[arg(long, value_name = "W", default_value_t = 4)]
+    pub workers: u32,
+    /// Task slots per worker.
+    #[arg(long, value_name = "C", default_value_t = 8)]
+    pub capacity: u32,
+    /// Pause between the ordinary stream's jobs.
+    #[arg(long, value_name = "MS", default_value_t = 5)]
+    pub latency_interval_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -161,6 +191,9 @@ pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
     match args.what {
         Some(BenchWhat::Recovery(recovery)) => return run_recovery(ctx, recovery, args.log_level),
         Some(BenchWhat::Takeover(takeover)) => return run_takeover(ctx, takeover, args.log_level),
+        Some(BenchWhat::Schedules(ref schedules)) => {
+            return run_schedules(ctx, &args, schedules, args.log_level)
+        }
         None => {}
     }
     if ctx.coordinator_given && args.store.store == StoreKind::Postgres {
@@ -245,6 +278,7 @@ fn options(ctx: &Context, args: &BenchArgs) -> BenchOptions {
         recovery: args.recovery,
         seed_finished: args.seed_finished,
         seed_expired: args.seed_expired,
+        schedules: 0,
     }
 }
 
@@ -293,6 +327,50 @@ fn run_takeover(ctx: &Context, args: TakeoverArgs, level: LogLevel) -> Result<Ex
     let log = crate::logging::build_logger(level, LogFormat::Text);
     let report = bench::takeover::run(&opts, log)
         .map_err(|e| CliError::Setup(format!("bench takeover: {e}")))?;
+    print(ctx, &report, || report.to_text())
+}
+
+/// `bench schedules`: a coordinator started here, many schedules firing
+/// at once, and an ordinary job stream across their slots.
+fn run_schedules(
+    ctx: &Context,
+    args: &BenchArgs,
+    schedules: &ScheduleBenchArgs,
+    level: LogLevel,
+) -> Result<Exit, CliError> {
+    if ctx.coordinator_given {
+        return Err(CliError::BadArgument(
+            "bench schedules measures a coordinator it starts (its CPU is read in this \
+             process); it cannot be used with --coordinator"
+                .into(),
+        ));
+    }
+    if schedules.schedules == 0
+        || schedules.minutes == 0
+        || schedules.workers == 0
+        || schedules.capacity == 0
+    {
+        return Err(CliError::BadArgument(
+            "--schedules, --minutes, --workers and --capacity must be at least 1".into(),
+        ));
+    }
+    let opts = bench::schedules::ScheduleBenchOptions {
+        base: BenchOptions {
+            store: schedules.store.store,
+            postgres_url: schedules.store.postgres_url.clone(),
+            workers: schedules.workers,
+            capacity: schedules.capacity,
+            latency_interval: Duration::from_millis(schedules.latency_interval_ms),
+            schedules: schedules.schedules,
+            ..options(ctx, args)
+        },
+        cron: schedules.cron.clone(),
+        minutes: schedules.minutes,
+        bursts: schedules.bursts,
+    };
+    let log = crate::logging::build_logger(level, LogFormat::Text);
+    let report = bench::schedules::run(&opts, log)
+        .map_err(|e| CliError::Setup(format!("bench schedules: {e}")))?;
     print(ctx, &report, || report.to_text())
 }
 
