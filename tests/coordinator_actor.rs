@@ -108,7 +108,7 @@ impl Handler<QueryAnswer> for Recorder {
 fn policy() -> Policy {
     Policy {
         aging_step_ms: 60_000,
-        max_active_jobs: 100,
+        max_active_jobs: 1000,
         retry: RetryPolicy {
             base_ms: 1000,
             cap_ms: 30_000,
@@ -928,4 +928,55 @@ async fn a_schedule_fires_each_slot_once_catches_up_one_slot_and_stops_when_paus
     };
     assert_eq!((view.fired, view.skipped), (2, 4));
     assert!(view.spec.paused && view.next_fires.is_empty());
+}
+
+#[actix_rt::test]
+async fn a_slot_fires_when_it_comes_without_waiting_for_a_sweep() {
+    let h = Harness::start();
+    h.register(1, "w1", 100).await;
+    let create = ClientRequest::CreateSchedule(Box::new(every_second("tick")));
+    h.request(1, create).await;
+    h.release().await;
+    h.clock.advance(999);
+    advance(Duration::from_millis(999)).await;
+    h.release().await;
+    assert!(assigned(&h.frames()).is_empty(), "not before its slot");
+    // No `Sweep` is sent in this test: the slot timer decides the slot.
+    h.clock.advance(1);
+    advance(Duration::from_millis(2)).await;
+    h.release().await;
+    assert_eq!(assigned(&h.frames()).len(), 1, "fired at its slot");
+    h.clock.advance(1000);
+    advance(Duration::from_millis(1001)).await;
+    h.release().await;
+    assert_eq!(
+        assigned(&h.frames()).len(),
+        2,
+        "and the next one at its own"
+    );
+}
+
+#[actix_rt::test]
+async fn many_schedules_due_at_once_fire_a_bounded_pass_per_commit() {
+    use taskyard::scheduler::schedule::firing::SCHEDULES_PER_PASS;
+    let h = Harness::start();
+    h.register(1, "w1", 1000).await;
+    let n = 2 * SCHEDULES_PER_PASS + 44;
+    for i in 0..n {
+        let spec = every_second(&format!("s{i:04}"));
+        h.request(i as u64, ClientRequest::CreateSchedule(Box::new(spec)))
+            .await;
+    }
+    h.release().await;
+    h.clock.advance(1000);
+    advance(Duration::from_millis(1001)).await;
+    // Each pass waits for the commit carrying the one before.
+    for expected in [SCHEDULES_PER_PASS, SCHEDULES_PER_PASS, 44] {
+        settle().await;
+        let rows: Vec<usize> = h.pending_batches().iter().map(|(_, r)| *r).collect();
+        assert_eq!(rows, vec![expected], "one pass's jobs per commit");
+        h.release().await;
+    }
+    assert!(h.pending_batches().is_empty(), "nothing more to fire");
+    assert_eq!(assigned(&h.frames()).len(), n, "every schedule's slot once");
 }

@@ -25,7 +25,7 @@ use crate::bench::{cpu_snapshot, template, BenchError, BenchOptions};
 use crate::client::{Client, ClientOptions};
 use crate::clock::{Clock, SystemClock};
 use crate::protocol::payloads::encode_json;
-use crate::protocol::{Priority, ScheduleSpec};
+use crate::protocol::{Priority, ScheduleSpec, SubmitAnswer, SubmitRequest};
 use crate::worker::{TaskRegistry, Threads};
 use serde::Serialize;
 use slog::Logger;
@@ -77,6 +77,10 @@ pub struct Burst {
     /// Submit-to-start of stream jobs submitted from just before the
     /// firing until the slot's last job started.
     pub during: Percentiles,
+    #[serde(skip)]
+    quiet_samples: Vec<f64>,
+    #[serde(skip)]
+    during_samples: Vec<f64>,
 }
 
 /// The report.
@@ -97,6 +101,10 @@ pub struct ScheduleBenchReport {
     pub during: Percentiles,
     /// `during.p99_ms - quiet.p99_ms`.
     pub added_p99_ms: f64,
+    /// The same number of jobs submitted by one client at once (frames of
+    /// `CLIENT_FRAME`, schedules paused), as often as `bursts`.
+    pub client_bursts: Vec<Burst>,
+    pub client_during: Percentiles,
 }
 
 /// The idle window before any schedule exists.
@@ -106,8 +114,10 @@ const AROUND_SLOT: Duration = Duration::from_secs(5);
 /// Stream jobs submitted this long before the firing count as "during":
 /// they may share the firing's commit.
 const BEFORE_FIRING: Duration = Duration::from_millis(100);
-/// Connections creating the schedules.
+/// Connections creating (and pausing) the schedules.
 const CREATORS: u32 = 4;
+/// Submissions per frame of the client burst.
+const CLIENT_FRAME: usize = 100;
 const MINUTE_MS: i64 = 60_000;
 
 /// Scheduled jobs started so far, and the first and last start since the
@@ -231,40 +241,43 @@ fn measure(
     let idle_with_schedules = cpu_over(Duration::from_secs(60 * u64::from(opts.minutes)), starts);
 
     let mut client = Client::connect_with(&cluster.client_addr, &cluster.client_options)?;
-    let stream = template(&opts.base, TIMED, Priority::Normal);
-    let interval = opts.base.latency_interval.max(Duration::from_millis(1));
-    let jobs = (2 * AROUND_SLOT.as_millis() / interval.as_millis()) as u32;
+    let stream = Stream {
+        template: template(&opts.base, TIMED, Priority::Normal),
+        interval: opts.base.latency_interval.max(Duration::from_millis(1)),
+        times: stream_times,
+    };
     let mut bursts = Vec::new();
-    let (mut all_quiet, mut all_during) = (Vec::new(), Vec::new());
     for _ in 0..opts.bursts {
         let clock = WallClock::now();
         let slot = clock.next_minute(AROUND_SLOT + Duration::from_secs(1));
-        let slot_at = clock.at(slot);
-        sleep_until(slot_at - AROUND_SLOT);
-        starts.reset();
-        let samples = paced_samples(&mut client, jobs, interval, &stream, stream_times)?;
-        let seen = starts.seen();
-        let fired_at = clock.at(fired_wall_ms(&mut client)?);
-        let (first, last) = seen.first.zip(seen.last).ok_or_else(|| {
-            BenchError::Failed(format!(
-                "no scheduled job started within {AROUND_SLOT:?} of the slot"
-            ))
+        let observed = stream.around(&mut client, clock.at(slot), starts, |client| {
+            Ok(clock.at(fired_wall_ms(client)?))
         })?;
-        let quiet: Vec<f64> = in_window(&samples, slot_at - AROUND_SLOT, slot_at);
-        let during: Vec<f64> = in_window(&samples, fired_at - BEFORE_FIRING, last);
-        all_quiet.extend(&quiet);
-        all_during.extend(&during);
-        bursts.push(Burst {
-            slot: crate::scheduler::schedule::slot_label(slot),
-            started: seen.since_reset,
-            fired_after_ms: ms_between(slot_at, fired_at),
-            first_start_ms: ms_between(slot_at, first),
-            last_start_ms: ms_between(slot_at, last),
-            quiet: Percentiles::of(quiet),
-            during: Percentiles::of(during),
-        });
+        bursts.push(observed.labelled(crate::scheduler::schedule::slot_label(slot)));
     }
-    let (quiet, during) = (Percentiles::of(all_quiet), Percentiles::of(all_during));
+
+    // The same number of jobs submitted by a client at once, with every
+    // schedule paused: what the jobs cost without the firing.
+    set_paused(opts, &cluster.client_addr, &cluster.client_options)?;
+    let mut client_bursts = Vec::new();
+    for i in 0..opts.bursts {
+        let at = Instant::now() + AROUND_SLOT + Duration::from_secs(1);
+        let (addr, options) = (cluster.client_addr.clone(), cluster.client_options.clone());
+        let jobs = opts.base.schedules;
+        let noop = template(&opts.base, NOOP, Priority::Normal);
+        let producer = std::thread::spawn(move || submit_at(&addr, &options, at, jobs, &noop));
+        let observed = stream.around(&mut client, at, starts, |_| {
+            producer
+                .join()
+                .map_err(|_| BenchError::Failed("the producing thread panicked".into()))?
+        })?;
+        client_bursts.push(observed.labelled(format!("client burst {}", i + 1)));
+    }
+    let all = |bursts: &[Burst], during: bool| {
+        Percentiles::of(bursts.iter().flat_map(|b| b.samples(during)).collect())
+    };
+    let (quiet, during) = (all(&bursts, false), all(&bursts, true));
+    let client_during = all(&client_bursts, true);
     Ok(ScheduleBenchReport {
         store: opts.base.store.to_string(),
         schedules: opts.base.schedules,
@@ -274,12 +287,117 @@ fn measure(
         create_s,
         idle_without_schedules,
         idle_with_schedules,
-        latency_interval_ms: interval.as_millis() as u64,
+        latency_interval_ms: stream.interval.as_millis() as u64,
         bursts,
         quiet,
         during,
         added_p99_ms: during.p99_ms - quiet.p99_ms,
+        client_bursts,
+        client_during,
     })
+}
+
+/// The paced stream of ordinary jobs.
+struct Stream<'a> {
+    template: SubmitRequest,
+    interval: Duration,
+    times: &'a StartTimes,
+}
+
+impl Stream<'_> {
+    /// Runs the stream from `AROUND_SLOT` before `slot_at` to as long
+    /// after; `fired_at` then tells when the burst's jobs were submitted.
+    fn around(
+        &self,
+        client: &mut Client,
+        slot_at: Instant,
+        starts: &Starts,
+        fired_at: impl FnOnce(&mut Client) -> Result<Instant, BenchError>,
+    ) -> Result<Observed, BenchError> {
+        let jobs = (2 * AROUND_SLOT.as_millis() / self.interval.as_millis()) as u32;
+        sleep_until(slot_at - AROUND_SLOT);
+        starts.reset();
+        let samples = paced_samples(client, jobs, self.interval, &self.template, self.times)?;
+        let seen = starts.seen();
+        let fired_at = fired_at(client)?;
+        let (first, last) = seen.first.zip(seen.last).ok_or_else(|| {
+            BenchError::Failed(format!(
+                "no burst job started within {AROUND_SLOT:?} of its moment"
+            ))
+        })?;
+        Ok(Observed {
+            started: seen.since_reset,
+            fired_after_ms: ms_between(slot_at, fired_at),
+            first_start_ms: ms_between(slot_at, first),
+            last_start_ms: ms_between(slot_at, last),
+            quiet: in_window(&samples, slot_at - AROUND_SLOT, slot_at),
+            during: in_window(&samples, fired_at - BEFORE_FIRING, last),
+        })
+    }
+}
+
+/// One burst as the stream saw it, before it is labelled.
+struct Observed {
+    started: u64,
+    fired_after_ms: f64,
+    first_start_ms: f64,
+    last_start_ms: f64,
+    quiet: Vec<f64>,
+    during: Vec<f64>,
+}
+
+impl Observed {
+    fn labelled(self, slot: String) -> Burst {
+        Burst {
+            slot,
+            started: self.started,
+            fired_after_ms: self.fired_after_ms,
+            first_start_ms: self.first_start_ms,
+            last_start_ms: self.last_start_ms,
+            quiet: Percentiles::of(self.quiet.clone()),
+            during: Percentiles::of(self.during.clone()),
+            quiet_samples: self.quiet,
+            during_samples: self.during,
+        }
+    }
+}
+
+impl Burst {
+    fn samples(&self, during: bool) -> impl Iterator<Item = f64> + '_ {
+        match during {
+            true => self.during_samples.iter().copied(),
+            false => self.quiet_samples.iter().copied(),
+        }
+    }
+}
+
+/// At `at`, submits `jobs` jobs of `template` in frames of `CLIENT_FRAME`,
+/// one after another as a producer would; returns when it began.
+fn submit_at(
+    addr: &str,
+    options: &ClientOptions,
+    at: Instant,
+    jobs: u32,
+    template: &SubmitRequest,
+) -> Result<Instant, BenchError> {
+    let mut client = Client::connect_with(addr, options)?;
+    sleep_until(at);
+    let began = Instant::now();
+    let mut left = jobs as usize;
+    while left > 0 {
+        let frame = left.min(CLIENT_FRAME);
+        let answers = client.submit_batch(vec![template.clone(); frame])?;
+        for answer in answers {
+            if let SubmitAnswer::Rejected(r) = answer {
+                return Err(BenchError::Failed(format!(
+                    "client burst refused: {}",
+                    r.reason
+                )));
+            }
+        }
+        left -= frame;
+    }
+    Ok(began)
 }
 
 /// The scheduled jobs' workers: no-op jobs, each start noted.
@@ -332,34 +450,55 @@ fn create_schedules(
     addr: &str,
     options: &ClientOptions,
 ) -> Result<(), BenchError> {
-    let n = opts.base.schedules;
     let payload = encode_json(&serde_json::json!({}));
+    each_schedule(opts, addr, options, |client, name| {
+        let spec = ScheduleSpec {
+            cron: Some(opts.cron.clone()),
+            ..ScheduleSpec::new(name, NOOP, payload.clone())
+        };
+        client.create_schedule(spec).map(|answer| answer.map(drop))
+    })
+}
+
+/// Pauses every schedule.
+fn set_paused(
+    opts: &ScheduleBenchOptions,
+    addr: &str,
+    options: &ClientOptions,
+) -> Result<(), BenchError> {
+    each_schedule(opts, addr, options, |client, name| {
+        client.pause_schedule(name).map(|answer| answer.map(drop))
+    })
+}
+
+/// Does `action` to every schedule, over `CREATORS` connections at once.
+fn each_schedule<E: std::fmt::Display>(
+    opts: &ScheduleBenchOptions,
+    addr: &str,
+    options: &ClientOptions,
+    action: impl Fn(&mut Client, &str) -> Result<Result<(), E>, crate::client::ClientError> + Sync,
+) -> Result<(), BenchError> {
+    let n = opts.base.schedules;
+    let action = &action;
     std::thread::scope(|scope| {
-        let creators: Vec<_> = (0..CREATORS)
+        let threads: Vec<_> = (0..CREATORS)
             .map(|c| {
-                let payload = payload.clone();
                 scope.spawn(move || -> Result<(), BenchError> {
                     let mut client = Client::connect_with(addr, options)?;
                     for i in (c..n).step_by(CREATORS as usize) {
-                        let spec = ScheduleSpec {
-                            cron: Some(opts.cron.clone()),
-                            ..ScheduleSpec::new(schedule_name(i), NOOP, payload.clone())
-                        };
-                        client.create_schedule(spec)?.map_err(|refused| {
-                            BenchError::Failed(format!(
-                                "creating schedule {}: {refused}",
-                                schedule_name(i)
-                            ))
+                        let name = schedule_name(i);
+                        action(&mut client, &name)?.map_err(|refused| {
+                            BenchError::Failed(format!("schedule {name}: {refused}"))
                         })?;
                     }
                     Ok(())
                 })
             })
             .collect();
-        creators.into_iter().try_for_each(|creator| {
-            creator
+        threads.into_iter().try_for_each(|thread| {
+            thread
                 .join()
-                .map_err(|_| BenchError::Failed("a creating thread panicked".into()))?
+                .map_err(|_| BenchError::Failed("a schedule thread panicked".into()))?
         })
     })
 }
@@ -442,6 +581,20 @@ impl ScheduleBenchReport {
             "stream p99 submit-to-start (one job every {} ms): {:.2} ms before slots, \
              {:.2} ms while firing: {:+.2} ms",
             self.latency_interval_ms, self.quiet.p99_ms, self.during.p99_ms, self.added_p99_ms
+        );
+        for b in &self.client_bursts {
+            let _ = writeln!(
+                out,
+                "{}: {} jobs submitted by one client (frames of {CLIENT_FRAME}), \
+                 started +{:.0}..+{:.0} ms",
+                b.slot, b.started, b.first_start_ms, b.last_start_ms
+            );
+            let _ = writeln!(out, "  stream submit-to-start during: {}", p(&b.during));
+        }
+        let _ = writeln!(
+            out,
+            "stream p99 while the same jobs came from a client instead: {:.2} ms",
+            self.client_during.p99_ms
         );
         out
     }

@@ -11,15 +11,23 @@ use std::collections::BTreeSet;
 impl CoordinatorState {
     /// The periodic pass, in order: dead workers, expired deadlines,
     /// recovered attempts nobody claimed in time, due retries, due delayed
-    /// jobs, due schedule slots, then scheduling.
-    pub fn sweep(&mut self, now: Now) {
+    /// jobs, due schedule slots, then scheduling. True when more schedule
+    /// slots are due than one pass decides (see `schedule_pass`).
+    pub fn sweep(&mut self, now: Now) -> bool {
         self.detect_dead_workers(now);
         self.detect_expired_deadlines(now);
         self.expire_unclaimed(now);
         self.promote_due_retries(now);
         self.release_due_delays(now);
-        self.fire_due_schedules(now);
+        self.schedule_pass(now)
+    }
+
+    /// A schedule pass between sweeps (see `fire_due_schedules`), then
+    /// scheduling. True when another pass is worth running at once.
+    pub fn schedule_pass(&mut self, now: Now) -> bool {
+        let more = self.fire_due_schedules(now);
         self.schedule(now);
+        more
     }
 
     fn detect_dead_workers(&mut self, now: Now) {

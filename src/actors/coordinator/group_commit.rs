@@ -320,6 +320,12 @@ impl<E: HeldEffect> GroupCommit<E> {
         self.sent
     }
 
+    /// True when nothing waits for a commit: no batch in flight, nothing
+    /// staged or dirty.
+    pub fn is_settled<D: RowSource>(&self, rows: &D) -> bool {
+        self.in_flight.is_none() && !self.has_unsent(rows)
+    }
+
     pub fn stats(&self) -> CommitStats {
         self.stats
     }

@@ -375,10 +375,11 @@ impl Handler<Sweep> for Coordinator {
             return;
         }
         let now = self.now();
-        self.state.sweep(now);
+        let more = self.state.sweep(now);
         self.state.evict_finished(now, self.commits.durable());
         self.expire_if_due(now, ctx);
         self.finish(None, ctx);
+        self.plan_schedule_passes(more, now, ctx);
     }
 }
 

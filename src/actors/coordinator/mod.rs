@@ -10,6 +10,7 @@ mod handlers;
 mod history_reads;
 mod job_admin;
 pub mod messages;
+mod schedule_passes;
 mod schedules;
 
 use crate::actors::history::HistoryLink;
@@ -67,6 +68,9 @@ pub struct Coordinator {
     deletions_in_flight: usize,
     /// Where schedule changes are stored; none: they are refused.
     schedule_writes: Option<Recipient<crate::actors::persistence::WriteSchedule>>,
+    /// Schedule passes between sweeps: the slot timer, and passes waiting
+    /// for a commit.
+    passes: schedule_passes::SchedulePasses,
 
     /// Told when a commit is fenced (another coordinator took the lease);
     /// none on SQLite, where nothing is fenced.
@@ -121,6 +125,7 @@ impl Coordinator {
             deletion: None,
             deletions_in_flight: 0,
             schedule_writes: None,
+            passes: schedule_passes::SchedulePasses::default(),
 
             on_fenced: None,
             deposed: false,
@@ -330,6 +335,7 @@ impl Coordinator {
             }
             let commands = act.commits.committed(batch, result, &mut act.state);
             act.apply(commands, ctx);
+            act.schedule_pass_after_commit(ctx);
         }));
     }
 

@@ -45,8 +45,10 @@ impl Coordinator {
             }
             ScheduleStep::Store(write, response) => {
                 self.store_schedule(write, response, reply_to, request_id, ctx);
-                // A created or resumed schedule may be due at once.
+                // A created or resumed schedule may be due at once, or
+                // before the slot timer armed.
                 self.finish(None, ctx);
+                self.arm_slot_timer(now, ctx);
             }
         }
         None

@@ -225,12 +225,13 @@ impl ScheduleBook {
         Some(entry)
     }
 
-    /// Takes out every schedule whose next slot is at or before `now_ms`;
-    /// the caller decides them and puts each back with `put`.
-    pub fn take_due(&mut self, now_ms: i64) -> Vec<Entry> {
+    /// Takes out at most `max` schedules whose next slot is at or before
+    /// `now_ms`, earliest slot first; the caller decides them and puts each
+    /// back with `put`.
+    pub fn take_due(&mut self, now_ms: i64, max: usize) -> Vec<Entry> {
         let mut taken = Vec::new();
         while let Some((slot, _)) = self.due.first() {
-            if *slot > now_ms {
+            if *slot > now_ms || taken.len() >= max {
                 break;
             }
             let Some((_, name)) = self.due.pop_first() else {

@@ -17,6 +17,12 @@ use crate::scheduler::schedule::keys::{slot_key, trigger_key};
 use crate::scheduler::state::CoordinatorState;
 use slog::{info, warn};
 
+/// The most schedules decided in one pass. More due at once (10,000
+/// schedules on one cron slot) are decided over several passes, one per
+/// commit (see the coordinator's `schedule_passes`), so no commit carries
+/// more than this many fired jobs and ordinary requests are handled
+/// between the passes instead of waiting behind one huge batch.
+pub const SCHEDULES_PER_PASS: usize = 128;
 /// The most slots one schedule fires in one sweep; the rest wait for the
 /// next sweep (a catch-up window of many slots fires over a few sweeps).
 pub const MAX_FIRES_PER_SWEEP: usize = 100;
@@ -25,17 +31,30 @@ pub const MAX_FIRES_PER_SWEEP: usize = 100;
 pub const MAX_SKIPS_COUNTED: u64 = 10_000;
 
 impl CoordinatorState {
-    /// Decides every slot that has come, and fires the `buffer-one` slots
-    /// whose previous run has ended.
-    pub fn fire_due_schedules(&mut self, now: Now) {
+    /// Fires the `buffer-one` slots whose previous run has ended, and
+    /// decides the slots that have come of at most `SCHEDULES_PER_PASS`
+    /// schedules, earliest first. True when another pass is worth running
+    /// at once: the pass was full and no submission was refused (a refusal
+    /// means admission is full; the next sweep tries again).
+    pub fn fire_due_schedules(&mut self, now: Now) -> bool {
         for mut entry in self.schedules.take_buffered() {
             self.release_buffered(&mut entry, now);
             self.schedules.put(entry);
         }
-        for mut entry in self.schedules.take_due(now.wall_ms) {
-            self.decide_due_slots(&mut entry, now);
+        let due = self.schedules.take_due(now.wall_ms, SCHEDULES_PER_PASS);
+        let full = due.len() == SCHEDULES_PER_PASS;
+        let mut refused = false;
+        for mut entry in due {
+            refused |= !self.decide_due_slots(&mut entry, now);
             self.schedules.put(entry);
         }
+        full && !refused
+    }
+
+    /// When the earliest schedule is next due (wall ms), if any: at or
+    /// before `now` means a pass has slots to decide.
+    pub fn next_schedule_due(&self) -> Option<i64> {
+        self.schedules.next_due()
     }
 
     /// Submits a job for `entry` now, outside its cadence (`trigger`):
@@ -49,22 +68,25 @@ impl CoordinatorState {
         answer
     }
 
-    fn decide_due_slots(&mut self, entry: &mut Entry, now: Now) {
+    /// Decides `entry`'s slots that have come, oldest first, at most
+    /// `MAX_FIRES_PER_SWEEP`. False if a submission was refused.
+    fn decide_due_slots(&mut self, entry: &mut Entry, now: Now) -> bool {
         let window = entry.catchup_window_ms(now.wall_ms);
         for _ in 0..MAX_FIRES_PER_SWEEP {
             let Some(slot) = entry.next_slot.filter(|s| *s <= now.wall_ms) else {
-                return;
+                return true;
             };
             if now.wall_ms - slot >= window {
                 self.skip_missed(entry, now.wall_ms - window);
                 continue;
             }
             if !self.decide_slot(entry, slot, now) {
-                return; // refused (admission): tried again next sweep
+                return false; // refused (admission): tried again next sweep
             }
             entry.after = slot;
             entry.plan();
         }
+        true
     }
 
     /// Skips every slot up to `floor` (outside the catch-up window),
@@ -145,8 +167,11 @@ impl CoordinatorState {
         entry.fired += 1;
         let lag_ms = now.wall_ms.saturating_sub(slot).max(0);
         self.schedules.lag.observe(lag_ms as f64 / 1000.0);
+        // The slot is formatted only if the line is logged (10,000
+        // schedules on one slot would format 10,000 discarded labels).
+        let label = slog::FnValue(move |_| crate::scheduler::schedule::slot_label(slot));
         info!(self.log, "schedule fired"; "schedule" => &entry.spec.name,
-              "slot" => crate::scheduler::schedule::slot_label(slot), "job" => %job_id);
+              "slot" => label, "job" => %job_id);
     }
 
     fn is_active(&self, job: JobId) -> bool {

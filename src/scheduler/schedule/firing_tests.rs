@@ -4,6 +4,7 @@
 
 use crate::clock::Now;
 use crate::protocol::{JobState, Overlap, ScheduleSpec};
+use crate::scheduler::schedule::firing::SCHEDULES_PER_PASS;
 use crate::scheduler::schedule::keys::slot_key;
 use crate::scheduler::schedule::{ScheduleRefused, ScheduleWrite, StoredSchedule};
 use crate::scheduler::tests::{consistent, state};
@@ -256,4 +257,59 @@ fn a_declared_schedule_unchanged_at_start_up_is_not_rewritten() {
         panic!("a changed definition is written");
     };
     assert_eq!(record.updated_at, T0 + 11 * MINUTE, "its floor: the change");
+}
+
+#[test]
+fn many_schedules_due_at_once_are_decided_a_bounded_pass_at_a_time() {
+    let mut s = state();
+    let n = 2 * SCHEDULES_PER_PASS + 10;
+    s.set_max_schedules(n);
+    for i in 0..n {
+        created(
+            &mut s,
+            every_minute(&format!("m{i:04}"), Overlap::Allow),
+            at(T0),
+        );
+    }
+    let fired = |s: &CoordinatorState| s.active_jobs() as usize;
+    assert!(s.sweep(at(T0 + MINUTE)), "a full pass asks for another");
+    assert_eq!(fired(&s), SCHEDULES_PER_PASS);
+    assert!(s.schedule_pass(at(T0 + MINUTE + 1)));
+    assert_eq!(fired(&s), 2 * SCHEDULES_PER_PASS);
+    assert!(
+        !s.schedule_pass(at(T0 + MINUTE + 2)),
+        "the rest fit one pass"
+    );
+    assert_eq!(fired(&s), n);
+    assert!(!s.schedule_pass(at(T0 + MINUTE + 3)), "nothing left");
+    assert_eq!(fired(&s), n, "each slot once");
+    assert_eq!(s.next_schedule_due(), Some(T0 + 2 * MINUTE));
+    consistent(&s);
+}
+
+#[test]
+fn a_pass_refused_by_admission_asks_for_no_other_until_the_sweep() {
+    let mut s = CoordinatorState::new(
+        crate::scheduler::Policy {
+            max_active_jobs: 5,
+            ..crate::scheduler::tests::policy()
+        },
+        slog::Logger::root(slog::Discard, slog::o!()),
+    );
+    let n = SCHEDULES_PER_PASS + 1;
+    s.set_max_schedules(n);
+    for i in 0..n {
+        created(
+            &mut s,
+            every_minute(&format!("m{i:04}"), Overlap::Allow),
+            at(T0),
+        );
+    }
+    assert!(!s.sweep(at(T0 + MINUTE)), "refused: no pass at once");
+    assert_eq!(s.active_jobs(), 5, "admission holds the rest");
+    assert_eq!(
+        s.next_schedule_due(),
+        Some(T0 + MINUTE),
+        "refused slots stay due for the next sweep"
+    );
 }
