@@ -12,6 +12,7 @@ use taskyard::actors::CoordinatorServer;
 use taskyard::clock::SystemClock;
 use taskyard::http::server::ROUTES;
 use taskyard::http::{app, CoordinatorLink, ListenerHosts};
+use taskyard::protocol::payloads::encode_json;
 
 async fn coordinator(dir: &std::path::Path) -> CoordinatorServer {
     let config = common::coordinator_config(dir);
@@ -47,6 +48,27 @@ async fn every_route_is_served_and_described_in_openapi() {
     let body: Value = read_body_json(response).await;
     let id = body["job_id"].as_str().expect("id").to_string();
 
+    // A schedule for the `{name}` routes (named as the asset they share
+    // `{name}` with); deleting it comes last.
+    let spec = taskyard::protocol::ScheduleSpec {
+        every_ms: Some(60_000),
+        ..taskyard::protocol::ScheduleSpec::new(
+            "app.js",
+            "echo",
+            encode_json(&json!({"message": "x"})),
+        )
+    };
+    let created = link(&server)
+        .request(taskyard::protocol::ClientRequest::CreateSchedule(Box::new(
+            spec,
+        )))
+        .await
+        .expect("answered");
+    assert!(
+        matches!(created, taskyard::protocol::ClientResponse::Schedule(_)),
+        "{created:?}"
+    );
+
     let openapi: Value = serde_json::from_str(taskyard::http::api::OPENAPI_JSON).expect("JSON");
     for (method, path) in ROUTES {
         let documented = &openapi["paths"][path][method.to_ascii_lowercase()];
@@ -59,7 +81,10 @@ async fn every_route_is_served_and_described_in_openapi() {
             "GET" => TestRequest::get(),
             "HEAD" => TestRequest::default().method(actix_web::http::Method::HEAD),
             "DELETE" => TestRequest::delete(),
-            _ if path.ends_with("{id}/cancel") || path.ends_with("{id}/retry") => {
+            _ if path.ends_with("{id}/cancel")
+                || path.ends_with("{id}/retry")
+                || path.starts_with("/api/schedules/") =>
+            {
                 TestRequest::post().set_json(json!({}))
             }
             _ if path.ends_with("/retry") || path.ends_with("/delete") => {

@@ -6,7 +6,7 @@ use crate::http::auth::{require_token, AuthToken};
 use crate::http::authority::Authority;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::browser_rules::{self, ListenerHosts};
-use crate::http::{api, dashboard, health, job_actions, metrics};
+use crate::http::{api, dashboard, health, job_actions, metrics, schedules};
 use crate::security::Secret;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServiceFactory, ServiceRequest, ServiceResponse};
@@ -16,7 +16,7 @@ use std::net::TcpListener;
 
 /// (method, path) of every route `routes` registers; tests check each is
 /// served and described in the OpenAPI document.
-pub const ROUTES: [(&str, &str); 20] = [
+pub const ROUTES: [(&str, &str); 26] = [
     ("GET", "/"),
     ("GET", "/assets/{name}"),
     ("GET", "/healthz"),
@@ -37,6 +37,12 @@ pub const ROUTES: [(&str, &str); 20] = [
     ("GET", "/api/timeline"),
     ("GET", "/api/queues"),
     ("GET", "/api/cluster"),
+    ("GET", "/api/schedules"),
+    ("GET", "/api/schedules/{name}"),
+    ("POST", "/api/schedules/{name}/pause"),
+    ("POST", "/api/schedules/{name}/resume"),
+    ("POST", "/api/schedules/{name}/trigger"),
+    ("DELETE", "/api/schedules/{name}"),
 ];
 
 /// True when a route serves `method` at `path` (a request path; `{id}`
@@ -102,7 +108,18 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(resource("/api/stats").route(web::get().to(api::stats)))
         .service(resource("/api/timeline").route(web::get().to(api::timeline)))
         .service(resource("/api/queues").route(web::get().to(job_actions::queues)))
-        .service(resource("/api/cluster").route(web::get().to(api::cluster)));
+        .service(resource("/api/cluster").route(web::get().to(api::cluster)))
+        .service(resource("/api/schedules").route(web::get().to(schedules::list)))
+        .service(
+            resource("/api/schedules/{name}")
+                .route(web::get().to(schedules::show))
+                .route(web::delete().to(schedules::delete)),
+        )
+        .service(resource("/api/schedules/{name}/pause").route(web::post().to(schedules::pause)))
+        .service(resource("/api/schedules/{name}/resume").route(web::post().to(schedules::resume)))
+        .service(
+            resource("/api/schedules/{name}/trigger").route(web::post().to(schedules::trigger)),
+        );
 }
 
 /// The application: routes behind the browser rules (`browser_rules`, for
