@@ -106,6 +106,7 @@ async fn an_operator_finds_inspects_and_retries_jobs_and_sees_the_coordinator_st
     find_by_prefix_and_retry(&page, &http, target).await;
     bulk_retry_failed(&page, &http, &failed).await;
     workers_and_queues(&page, &http, &long).await;
+    schedules_paused_and_run_now(&page, &cluster).await;
     cancel_by_prefix_link(&page, &http, &base, &long).await;
     readable_on_a_phone(&page).await;
 
@@ -335,6 +336,54 @@ async fn workers_and_queues(page: &Client, http: &Http, long: &str) {
     })
     .await;
     screenshot(page, "dashboard-queues").await;
+}
+
+/// A schedule made with the client library is listed; Pause marks it
+/// paused with no next run, and Run now fires its job, shown as its last
+/// run.
+async fn schedules_paused_and_run_now(page: &Client, cluster: &Cluster) {
+    let spec = taskyard::protocol::ScheduleSpec {
+        cron: Some("0 3 * * *".into()),
+        ..taskyard::protocol::ScheduleSpec::new(
+            "nightly",
+            "echo",
+            taskyard::protocol::payloads::encode_json(&json!({ "message": "hi" })),
+        )
+    };
+    cluster
+        .client()
+        .create_schedule(spec)
+        .expect("answered")
+        .expect("created");
+    click(page, "#tabs a[data-page=schedules]").await;
+    let row = "#schedules tbody tr[data-schedule=nightly]";
+    eventually("the schedule listed, active, never run", || async {
+        let rows = texts(page, row).await;
+        rows.iter()
+            .any(|r| r.contains("0 3 * * *") && r.contains("active") && r.contains("never"))
+            .then_some(())
+    })
+    .await;
+    click(page, &format!("{row} button[data-action=pause]")).await;
+    eventually("paused, with no next run", || async {
+        let rows = texts(page, row).await;
+        rows.iter()
+            .any(|r| r.contains("paused") && r.contains("none"))
+            .then_some(())
+    })
+    .await;
+    click(page, &format!("{row} button[data-action=trigger]")).await;
+    eventually("the triggered job as its last run", || async {
+        let rows = texts(page, row).await;
+        let message = texts(page, "#schedules-message").await;
+        (rows
+            .iter()
+            .any(|r| r.contains("SUCCEEDED") && r.contains("triggered"))
+            && message.iter().any(|m| m.contains("triggered: job")))
+        .then_some(())
+    })
+    .await;
+    screenshot(page, "dashboard-schedules").await;
 }
 
 /// A link with an id prefix opens the job; cancelling it from there works.

@@ -9,7 +9,7 @@ const INDEX: &str = include_str!("assets/index.html");
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// Every file under `/assets/`: name, content type, contents.
-pub const ASSETS: [(&str, &str, &str); 13] = [
+pub const ASSETS: [(&str, &str, &str); 14] = [
     (
         "style.css",
         "text/css; charset=utf-8",
@@ -27,6 +27,7 @@ pub const ASSETS: [(&str, &str, &str); 13] = [
     ("queues.js", JS, include_str!("assets/queues.js")),
     ("workers.js", JS, include_str!("assets/workers.js")),
     ("failed.js", JS, include_str!("assets/failed.js")),
+    ("schedules.js", JS, include_str!("assets/schedules.js")),
 ];
 
 pub async fn index() -> HttpResponse {

@@ -10,11 +10,12 @@ import { jobs } from "./jobs.js";
 import { queues } from "./queues.js";
 import { workers } from "./workers.js";
 import { failed } from "./failed.js";
+import { schedules } from "./schedules.js";
 import { detail } from "./detail.js";
 
 const REFRESH_MS = 2000;
-const PAGES = { overview, jobs, queues, workers, failed };
-const ORDER = ["overview", "jobs", "queues", "workers", "failed"];
+const PAGES = { overview, jobs, queues, workers, failed, schedules };
+const ORDER = ["overview", "jobs", "queues", "workers", "failed", "schedules"];
 
 /** `#/jobs?state=RUNNING&job=ID` → { page: "jobs", params }. */
 function currentRoute() {
@@ -187,7 +188,9 @@ function onKey(event) {
     event.preventDefault();
     rows[Math.max(at - 1, 0)].focus();
   } else if (event.key === "Enter" && at >= 0) {
-    app.openJob(rows[at].dataset.key);
+    // A schedule's row opens its last run's job (none: nothing to open).
+    const job = rows[at].dataset.schedule == null ? rows[at].dataset.key : rows[at].dataset.job;
+    if (job) app.openJob(job);
   } else if (event.key === "x" && at >= 0) {
     rows[at].querySelector("input[type=checkbox]")?.click();
   }
