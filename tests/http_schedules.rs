@@ -1,6 +1,8 @@
 //! Schedules over HTTP against a real coordinator and worker over a real
 //! socket: one made with the client library is listed, shown, paused,
-//! resumed, triggered (its job runs) and deleted; an unknown name is 404.
+//! resumed, triggered (its job runs) and deleted; an unknown name is 404;
+//! one is created and replaced over HTTP, and a bad field is refused by
+//! name with nothing stored.
 
 mod common;
 
@@ -73,7 +75,80 @@ fn a_schedule_is_listed_shown_paused_resumed_triggered_and_deleted_over_http() {
         404
     );
     assert_eq!(http.get("/api/schedules").json()["schedules"], json!([]));
-    let wrong = http.send("PUT", "/api/schedules/nightly", Some(b"{}"));
+    let wrong = http.send("PATCH", "/api/schedules/nightly", Some(b"{}"));
     assert_eq!(wrong.status, 405);
-    assert_eq!(wrong.header("allow"), Some("GET, DELETE"));
+    assert_eq!(wrong.header("allow"), Some("GET, PUT, DELETE"));
+}
+
+#[test]
+fn a_schedule_is_created_and_replaced_over_http_and_a_bad_field_is_named() {
+    let cluster = Cluster::start(1, 2);
+    let http = cluster.http();
+    let body = json!({
+        "name": "poll", "task_type": "echo", "every_ms": 30_000,
+        "payload": { "message": "poll" }, "overlap": "buffer-one", "jitter_ms": 500
+    });
+    let created = http.post("/api/schedules", &body);
+    assert_eq!(created.status, 201, "{:?}", created.json());
+    assert_eq!(created.json()["spec"]["overlap"], "buffer-one");
+    assert_eq!(
+        created.json()["spec"]["payload"],
+        json!({ "message": "poll" })
+    );
+    assert_eq!(
+        http.post("/api/schedules", &body).status,
+        409,
+        "the name is taken"
+    );
+
+    let bad = http.post(
+        "/api/schedules",
+        &json!({ "name": "bad", "task_type": "echo", "cron": "61 * * * *" }),
+    );
+    assert_eq!(bad.status, 422);
+    assert_eq!(bad.json()["code"], "invalid_schedule");
+    let reason = bad.json()["error"].as_str().unwrap_or_default().to_string();
+    assert!(reason.starts_with("cron"), "names the field: {reason}");
+    assert_eq!(http.get("/api/schedules/bad").status, 404, "nothing stored");
+    let typo = http.post(
+        "/api/schedules",
+        &json!({ "name": "t", "task_type": "echo", "every_ms": -5 }),
+    );
+    assert_eq!(typo.status, 400);
+    assert!(
+        typo.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("every_ms"),
+        "{:?}",
+        typo.json()
+    );
+
+    let replaced = http.send(
+        "PUT",
+        "/api/schedules/poll",
+        Some(
+            json!({ "task_type": "echo", "cron": "*/5 * * * *", "tz": "America/New_York",
+                    "payload": { "message": "five" } })
+            .to_string()
+            .as_bytes(),
+        ),
+    );
+    assert_eq!(replaced.status, 200, "{:?}", replaced.json());
+    let spec = &replaced.json()["spec"];
+    assert_eq!(spec["cron"], "*/5 * * * *");
+    assert_eq!(spec["every_ms"], serde_json::Value::Null);
+    assert_eq!(spec["overlap"], "skip", "left out: the default again");
+    let renamed = http.send(
+        "PUT",
+        "/api/schedules/poll",
+        Some(br#"{"name": "other", "task_type": "echo", "every_ms": 60000}"#),
+    );
+    assert_eq!(renamed.status, 400);
+    let unknown = http.send(
+        "PUT",
+        "/api/schedules/nope",
+        Some(br#"{"task_type": "echo", "every_ms": 60000, "payload": {"message": "x"}}"#),
+    );
+    assert_eq!(unknown.status, 404, "{:?}", unknown.json());
 }

@@ -77,10 +77,18 @@ async fn every_route_is_served_and_described_in_openapi() {
             "{method} {path} missing from openapi.json"
         );
         let uri = path.replace("{id}", &id).replace("{name}", "app.js");
+        let definition =
+            json!({ "task_type": "echo", "every_ms": 60_000, "payload": { "message": "x" } });
         let request = match method {
             "GET" => TestRequest::get(),
             "HEAD" => TestRequest::default().method(actix_web::http::Method::HEAD),
             "DELETE" => TestRequest::delete(),
+            "PUT" => TestRequest::put().set_json(definition),
+            _ if path == "/api/schedules" => {
+                let mut named = definition;
+                named["name"] = json!("created");
+                TestRequest::post().set_json(named)
+            }
             _ if path.ends_with("{id}/cancel")
                 || path.ends_with("{id}/retry")
                 || path.starts_with("/api/schedules/") =>

@@ -3,18 +3,23 @@
 //! other, in the CLI's `--json` shape of a schedule
 //! (`cli::schedule::view_json`: the definition with its payload as JSON,
 //! times as unix milliseconds, and what the coordinator knows of its
-//! firing). Creating and changing a definition is the CLI's and the
-//! protocol's (`taskyard schedule create|update`, `[[schedule]]`).
+//! firing); and create (`POST /api/schedules`) and replace
+//! (`PUT /api/schedules/{name}`) a definition, with the CLI's options
+//! under their wire names.
 
 use crate::cli::schedule::view_json;
 use crate::http::api::{empty_object, ApiResult, Link};
 use crate::http::body::Body;
 use crate::http::error::ApiError;
-use crate::protocol::{ClientRequest, ClientResponse, ScheduleRefusal, SubmitAnswer};
+use crate::protocol::limits;
+use crate::protocol::payloads::encode_json;
+use crate::protocol::{
+    ClientRequest, ClientResponse, Overlap, Priority, ScheduleRefusal, ScheduleSpec, SubmitAnswer,
+};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// `GET /api/schedules` query string.
 #[derive(Debug, Deserialize)]
@@ -34,6 +39,139 @@ pub async fn list(link: Link, params: web::Query<ListParams>) -> ApiResult {
         }))),
         other => Err(ApiError::unexpected(other)),
     }
+}
+
+/// The body of `POST /api/schedules` (and, `name` optional, of
+/// `PUT /api/schedules/{name}`). Numbers are read as any JSON value and
+/// checked here, so a refusal names the field.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleBody {
+    #[serde(default)]
+    name: Option<String>,
+    task_type: String,
+    #[serde(default)]
+    cron: Option<String>,
+    #[serde(default)]
+    tz: Option<String>,
+    #[serde(default)]
+    every_ms: Option<Value>,
+    #[serde(default)]
+    payload: Option<Value>,
+    #[serde(default)]
+    priority: Option<Priority>,
+    #[serde(default)]
+    max_attempts: Option<Value>,
+    #[serde(default)]
+    timeout_ms: Option<Value>,
+    #[serde(default)]
+    overlap: Option<String>,
+    #[serde(default)]
+    catchup_window_ms: Option<Value>,
+    #[serde(default)]
+    jitter_ms: Option<Value>,
+    #[serde(default)]
+    paused: Option<bool>,
+    #[serde(default)]
+    start_at: Option<Value>,
+    #[serde(default)]
+    end_at: Option<Value>,
+}
+
+/// A whole number ≥ 0 (null: absent), or a 400 naming `field`.
+fn whole(field: &str, value: Option<&Value>) -> Result<Option<u64>, ApiError> {
+    value
+        .filter(|v| !v.is_null())
+        .map(|v| {
+            v.as_u64()
+                .ok_or_else(|| ApiError::bad_request(format!("{field}: not a whole number ≥ 0")))
+        })
+        .transpose()
+}
+
+/// Unix milliseconds ≥ 0, or a 400 naming `field`.
+fn time(field: &str, value: Option<&Value>) -> Result<Option<i64>, ApiError> {
+    whole(field, value)?
+        .map(|ms| {
+            i64::try_from(ms).map_err(|_| ApiError::bad_request(format!("{field}: too large")))
+        })
+        .transpose()
+}
+
+impl ScheduleBody {
+    /// The wire definition named `name`, or a 400 naming the field; what
+    /// the coordinator then refuses (a bad expression, zone or payload)
+    /// is a 422 naming it.
+    fn into_spec(self, name: String) -> Result<ScheduleSpec, ApiError> {
+        let max_attempts = whole("max_attempts", self.max_attempts.as_ref())?
+            .map(|n| {
+                limits::MAX_ATTEMPTS_RANGE
+                    .check_u32(n)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))
+            })
+            .transpose()?;
+        let overlap = self
+            .overlap
+            .map(|o| o.parse::<Overlap>())
+            .transpose()
+            .map_err(|e| ApiError::bad_request(format!("overlap: {e}")))?
+            .unwrap_or_default();
+        let payload = encode_json(&self.payload.unwrap_or_else(|| json!({})));
+        Ok(ScheduleSpec {
+            cron: self.cron,
+            tz: self.tz,
+            every_ms: whole("every_ms", self.every_ms.as_ref())?,
+            priority: self.priority.unwrap_or_default(),
+            max_attempts,
+            timeout_ms: whole("timeout_ms", self.timeout_ms.as_ref())?,
+            overlap,
+            catchup_window_ms: whole("catchup_window_ms", self.catchup_window_ms.as_ref())?,
+            jitter_ms: whole("jitter_ms", self.jitter_ms.as_ref())?.unwrap_or(0),
+            paused: self.paused.unwrap_or(false),
+            start_at: time("start_at", self.start_at.as_ref())?,
+            end_at: time("end_at", self.end_at.as_ref())?,
+            ..ScheduleSpec::new(name, self.task_type, payload)
+        })
+    }
+}
+
+fn parse_body(body: &[u8]) -> Result<ScheduleBody, ApiError> {
+    // serde would also read a struct from a JSON array.
+    if !body.trim_ascii_start().starts_with(b"{") {
+        return Err(ApiError::bad_request("body: expected a JSON object"));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("body: {e}")))
+}
+
+/// `POST /api/schedules`: 201 with the schedule once stored.
+pub async fn create(link: Link, body: Body) -> ApiResult {
+    let body = parse_body(&body)?;
+    let name = body
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("body: missing field `name`"))?;
+    let spec = body.into_spec(name)?;
+    let answer = link
+        .request(ClientRequest::CreateSchedule(Box::new(spec)))
+        .await?;
+    view_answer(answer, StatusCode::CREATED)
+}
+
+/// `PUT /api/schedules/{name}`: replaces the definition (every field;
+/// those left out take their defaults).
+pub async fn update(link: Link, name: web::Path<String>, body: Body) -> ApiResult {
+    let body = parse_body(&body)?;
+    let name = name.into_inner();
+    if body.name.as_ref().is_some_and(|n| *n != name) {
+        return Err(ApiError::bad_request(
+            "name: differs from the path's (a schedule cannot be renamed)",
+        ));
+    }
+    let spec = body.into_spec(name)?;
+    let answer = link
+        .request(ClientRequest::UpdateSchedule(Box::new(spec)))
+        .await?;
+    view_answer(answer, StatusCode::OK)
 }
 
 pub async fn show(link: Link, name: web::Path<String>) -> ApiResult {

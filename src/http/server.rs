@@ -16,7 +16,7 @@ use std::net::TcpListener;
 
 /// (method, path) of every route `routes` registers; tests check each is
 /// served and described in the OpenAPI document.
-pub const ROUTES: [(&str, &str); 26] = [
+pub const ROUTES: [(&str, &str); 28] = [
     ("GET", "/"),
     ("GET", "/assets/{name}"),
     ("GET", "/healthz"),
@@ -38,7 +38,9 @@ pub const ROUTES: [(&str, &str); 26] = [
     ("GET", "/api/queues"),
     ("GET", "/api/cluster"),
     ("GET", "/api/schedules"),
+    ("POST", "/api/schedules"),
     ("GET", "/api/schedules/{name}"),
+    ("PUT", "/api/schedules/{name}"),
     ("POST", "/api/schedules/{name}/pause"),
     ("POST", "/api/schedules/{name}/resume"),
     ("POST", "/api/schedules/{name}/trigger"),
@@ -109,10 +111,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(resource("/api/timeline").route(web::get().to(api::timeline)))
         .service(resource("/api/queues").route(web::get().to(job_actions::queues)))
         .service(resource("/api/cluster").route(web::get().to(api::cluster)))
-        .service(resource("/api/schedules").route(web::get().to(schedules::list)))
+        .service(
+            resource("/api/schedules")
+                .route(web::get().to(schedules::list))
+                .route(web::post().to(schedules::create)),
+        )
         .service(
             resource("/api/schedules/{name}")
                 .route(web::get().to(schedules::show))
+                .route(web::put().to(schedules::update))
                 .route(web::delete().to(schedules::delete)),
         )
         .service(resource("/api/schedules/{name}/pause").route(web::post().to(schedules::pause)))
