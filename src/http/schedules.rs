@@ -151,10 +151,8 @@ pub async fn create(link: Link, body: Body) -> ApiResult {
         .clone()
         .ok_or_else(|| ApiError::bad_request("body: missing field `name`"))?;
     let spec = body.into_spec(name)?;
-    let answer = link
-        .request(ClientRequest::CreateSchedule(Box::new(spec)))
-        .await?;
-    view_answer(answer, StatusCode::CREATED)
+    let request = ClientRequest::CreateSchedule(Box::new(spec));
+    request_view(&link, request, StatusCode::CREATED).await
 }
 
 /// `PUT /api/schedules/{name}`: replaces the definition (every field;
@@ -168,36 +166,30 @@ pub async fn update(link: Link, name: web::Path<String>, body: Body) -> ApiResul
         ));
     }
     let spec = body.into_spec(name)?;
-    let answer = link
-        .request(ClientRequest::UpdateSchedule(Box::new(spec)))
-        .await?;
-    view_answer(answer, StatusCode::OK)
+    let request = ClientRequest::UpdateSchedule(Box::new(spec));
+    request_view(&link, request, StatusCode::OK).await
 }
 
 pub async fn show(link: Link, name: web::Path<String>) -> ApiResult {
     let name = name.into_inner();
-    view_answer(
-        link.request(ClientRequest::ShowSchedule { name }).await?,
-        StatusCode::OK,
-    )
+    request_view(&link, ClientRequest::ShowSchedule { name }, StatusCode::OK).await
 }
 
 pub async fn pause(link: Link, name: web::Path<String>, body: Body) -> ApiResult {
     empty_object(&body)?;
     let name = name.into_inner();
-    view_answer(
-        link.request(ClientRequest::PauseSchedule { name }).await?,
-        StatusCode::OK,
-    )
+    request_view(&link, ClientRequest::PauseSchedule { name }, StatusCode::OK).await
 }
 
 pub async fn resume(link: Link, name: web::Path<String>, body: Body) -> ApiResult {
     empty_object(&body)?;
     let name = name.into_inner();
-    view_answer(
-        link.request(ClientRequest::ResumeSchedule { name }).await?,
+    request_view(
+        &link,
+        ClientRequest::ResumeSchedule { name },
         StatusCode::OK,
     )
+    .await
 }
 
 /// `POST /api/schedules/{name}/trigger`: the schedule's job, now.
@@ -233,8 +225,9 @@ pub async fn delete(link: Link, name: web::Path<String>) -> ApiResult {
     }
 }
 
-fn view_answer(answer: ClientResponse, status: StatusCode) -> ApiResult {
-    match answer {
+/// Asks `request`, answered with a schedule (`status`) or a refusal.
+async fn request_view(link: &Link, request: ClientRequest, status: StatusCode) -> ApiResult {
+    match link.request(request).await? {
         ClientResponse::Schedule(view) => Ok(HttpResponse::build(status).json(view_json(&view))),
         other => refused(other),
     }

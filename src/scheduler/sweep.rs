@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 impl CoordinatorState {
     /// The periodic pass, in order: dead workers, expired deadlines,
     /// recovered attempts nobody claimed in time, due retries, due delayed
-    /// jobs, due schedule slots, then scheduling. True when more schedule
+    /// jobs, held `buffer-one` slots whose run ended, due schedule slots,
+    /// then scheduling. True when more schedule
     /// slots are due than one pass decides (see `schedule_pass`).
     pub fn sweep(&mut self, now: Now) -> bool {
         self.detect_dead_workers(now);
@@ -19,6 +20,7 @@ impl CoordinatorState {
         self.expire_unclaimed(now);
         self.promote_due_retries(now);
         self.release_due_delays(now);
+        self.release_buffered_schedules(now);
         self.schedule_pass(now)
     }
 

@@ -31,16 +31,20 @@ pub const MAX_FIRES_PER_SWEEP: usize = 100;
 pub const MAX_SKIPS_COUNTED: u64 = 10_000;
 
 impl CoordinatorState {
-    /// Fires the `buffer-one` slots whose previous run has ended, and
-    /// decides the slots that have come of at most `SCHEDULES_PER_PASS`
-    /// schedules, earliest first. True when another pass is worth running
-    /// at once: the pass was full and no submission was refused (a refusal
-    /// means admission is full; the next sweep tries again).
-    pub fn fire_due_schedules(&mut self, now: Now) -> bool {
+    /// Fires the `buffer-one` slots whose previous run has ended (once a
+    /// sweep: every held slot is looked at, so not on every pass).
+    pub fn release_buffered_schedules(&mut self, now: Now) {
         for mut entry in self.schedules.take_buffered() {
             self.release_buffered(&mut entry, now);
             self.schedules.put(entry);
         }
+    }
+
+    /// Decides the slots that have come of at most `SCHEDULES_PER_PASS`
+    /// schedules, earliest first. True when another pass is worth running
+    /// at once: the pass was full and no submission was refused (a refusal
+    /// means admission is full; the next sweep tries again).
+    pub fn fire_due_schedules(&mut self, now: Now) -> bool {
         let due = self.schedules.take_due(now.wall_ms, SCHEDULES_PER_PASS);
         let full = due.len() == SCHEDULES_PER_PASS;
         let mut refused = false;

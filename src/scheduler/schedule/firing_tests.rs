@@ -43,6 +43,14 @@ fn created(s: &mut CoordinatorState, spec: ScheduleSpec, now: Now) {
     s.create_schedule(spec, now).expect("created");
 }
 
+/// `n` every-minute schedules (`max-schedules` raised to fit), created at T0.
+fn created_every_minute(s: &mut CoordinatorState, n: usize) {
+    s.set_max_schedules(n);
+    for i in 0..n {
+        created(s, every_minute(&format!("m{i:04}"), Overlap::Allow), at(T0));
+    }
+}
+
 #[test]
 fn a_slot_fires_once_however_often_the_sweep_runs() {
     let mut s = state();
@@ -263,14 +271,7 @@ fn a_declared_schedule_unchanged_at_start_up_is_not_rewritten() {
 fn many_schedules_due_at_once_are_decided_a_bounded_pass_at_a_time() {
     let mut s = state();
     let n = 2 * SCHEDULES_PER_PASS + 10;
-    s.set_max_schedules(n);
-    for i in 0..n {
-        created(
-            &mut s,
-            every_minute(&format!("m{i:04}"), Overlap::Allow),
-            at(T0),
-        );
-    }
+    created_every_minute(&mut s, n);
     let fired = |s: &CoordinatorState| s.active_jobs() as usize;
     assert!(s.sweep(at(T0 + MINUTE)), "a full pass asks for another");
     assert_eq!(fired(&s), SCHEDULES_PER_PASS);
@@ -297,14 +298,7 @@ fn a_pass_refused_by_admission_asks_for_no_other_until_the_sweep() {
         slog::Logger::root(slog::Discard, slog::o!()),
     );
     let n = SCHEDULES_PER_PASS + 1;
-    s.set_max_schedules(n);
-    for i in 0..n {
-        created(
-            &mut s,
-            every_minute(&format!("m{i:04}"), Overlap::Allow),
-            at(T0),
-        );
-    }
+    created_every_minute(&mut s, n);
     assert!(!s.sweep(at(T0 + MINUTE)), "refused: no pass at once");
     assert_eq!(s.active_jobs(), 5, "admission holds the rest");
     assert_eq!(
