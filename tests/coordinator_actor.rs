@@ -961,7 +961,8 @@ async fn many_schedules_due_at_once_fire_a_bounded_pass_per_commit() {
     use taskyard::scheduler::schedule::firing::SCHEDULES_PER_PASS;
     let h = Harness::start();
     h.register(1, "w1", 1000).await;
-    let n = 2 * SCHEDULES_PER_PASS + 44;
+    let rest = SCHEDULES_PER_PASS / 2 + 1;
+    let n = 2 * SCHEDULES_PER_PASS + rest;
     for i in 0..n {
         let spec = every_second(&format!("s{i:04}"));
         h.request(i as u64, ClientRequest::CreateSchedule(Box::new(spec)))
@@ -970,11 +971,23 @@ async fn many_schedules_due_at_once_fire_a_bounded_pass_per_commit() {
     h.release().await;
     h.clock.advance(1000);
     advance(Duration::from_millis(1001)).await;
-    // Each pass waits for the commit carrying the one before.
-    for expected in [SCHEDULES_PER_PASS, SCHEDULES_PER_PASS, 44] {
+    // Each pass runs once the commit carrying the one before is sent (and
+    // decides while it is written): its jobs go in the next commit.
+    for (expected, next) in [
+        (SCHEDULES_PER_PASS, Some(SCHEDULES_PER_PASS)),
+        (SCHEDULES_PER_PASS, Some(rest)),
+        (rest, None),
+    ] {
         settle().await;
         let rows: Vec<usize> = h.pending_batches().iter().map(|(_, r)| *r).collect();
         assert_eq!(rows, vec![expected], "one pass's jobs per commit");
+        if let Some(next) = next {
+            assert_eq!(
+                h.stages().last(),
+                Some(&next),
+                "the next pass decided while this commit is held, its jobs staged"
+            );
+        }
         h.release().await;
     }
     assert!(h.pending_batches().is_empty(), "nothing more to fire");

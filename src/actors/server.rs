@@ -322,9 +322,13 @@ fn open_and_load(config: &CoordinatorConfig, log: &Logger) -> Result<Opened, Sta
             .spawn_scoped(scope, || -> Result<Opened, StartError> {
                 match config.store {
                     StoreKind::Sqlite => {
-                        let store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
+                        let mut store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
                         if config.sqlite_preallocate_wal {
                             preallocate_wal(&store, log);
+                        }
+                        if let Err(e) = store.checkpoint_in_background(config.sqlite_synchronous) {
+                            warn!(log, "WAL checkpointed by commits, not in the background";
+                                  "error" => %e);
                         }
                         let stored = store.load_for_recovery(window)?;
                         Ok((Box::new(store), stored, None))

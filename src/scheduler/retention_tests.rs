@@ -43,6 +43,19 @@ fn finish_jobs(s: &mut CoordinatorState, n: usize, now: i64, batch: u64) -> Vec<
     ids
 }
 
+/// Evicts step after step, as the coordinator does, until a step is not
+/// full; returns how many in all.
+fn evict_all(s: &mut CoordinatorState, now: i64, durable: u64) -> usize {
+    let mut evicted = 0;
+    loop {
+        let step = s.evict_finished(Now::both(now), durable);
+        evicted += step;
+        if step < EVICTIONS_PER_STEP {
+            return evicted;
+        }
+    }
+}
+
 fn cancelled(s: &CoordinatorState) -> u64 {
     s.stats(Now::both(0)).counts[JobState::ALL
         .iter()
@@ -52,11 +65,22 @@ fn cancelled(s: &CoordinatorState) -> u64 {
 }
 
 #[test]
+fn one_call_evicts_a_bounded_step_and_the_next_ones_the_rest() {
+    let mut s = state(100, u64::MAX);
+    let n = 2 * EVICTIONS_PER_STEP + 100 + 7;
+    finish_jobs(&mut s, n, 0, 1);
+    let steps: Vec<usize> = (0..4).map(|_| s.evict_finished(Now::both(0), 1)).collect();
+    assert_eq!(steps, vec![EVICTIONS_PER_STEP, EVICTIONS_PER_STEP, 7, 0]);
+    assert_eq!(s.finished_in_memory(), 100);
+    s.check_invariants().expect("invariants hold");
+}
+
+#[test]
 fn memory_keeps_at_most_the_configured_number_of_finished_jobs() {
     let mut s = state(100, u64::MAX);
     for round in 0..10 {
         finish_jobs(&mut s, 1000, round, round as u64 + 1);
-        s.evict_finished(Now::both(round), round as u64 + 1);
+        evict_all(&mut s, round, round as u64 + 1);
         s.check_invariants().expect("invariants hold");
         assert!(s.finished_in_memory() <= 100, "{}", s.finished_in_memory());
     }
@@ -276,7 +300,7 @@ fn eviction_gives_back_the_room_a_burst_of_jobs_took() {
     finish_jobs(&mut s, 20_000, 1, 1);
     let burst = s.jobs.capacity();
     assert!(burst >= 20_000, "{burst}");
-    s.evict_finished(Now::both(1), 1);
+    evict_all(&mut s, 1, 1);
     s.check_invariants().expect("invariants hold");
     assert_eq!(s.jobs.len(), 100);
     assert!(

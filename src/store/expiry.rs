@@ -142,6 +142,7 @@ impl JobStore {
             counts.write(&mut add).map_err(|e| error(&path, e))?;
         }
         tx.commit().map_err(|e| error(&path, e))?;
+        self.committed();
         Ok(expired.into_iter().map(|(job, _)| job).collect())
     }
 }

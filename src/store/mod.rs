@@ -11,6 +11,7 @@ mod read;
 pub mod schedules;
 pub mod schema;
 mod startup;
+pub mod wal_checkpointer;
 pub mod wal_prealloc;
 mod write;
 
@@ -95,10 +96,17 @@ pub struct JobStore {
     /// Only a cache (a job missing is read), emptied on rollback; holds
     /// unfinished jobs only, so it is bounded by `max-active-jobs`.
     unfinished: std::collections::HashMap<crate::protocol::JobId, crate::protocol::JobState>,
+    /// Checkpoints the WAL off the commit path, once started (see
+    /// `checkpoint_in_background`).
+    checkpointer: Option<wal_checkpointer::WalCheckpointer>,
 }
 
 /// WAL pages after which a commit checkpoints (see `JobStore::open`).
 const CHECKPOINT_PAGES: u64 = 8_000;
+
+/// With a background checkpointer: WAL pages after which a commit
+/// checkpoints anyway, should the checkpointer fall behind or fail.
+const BACKSTOP_PAGES: u64 = 4 * CHECKPOINT_PAGES;
 
 impl JobStore {
     /// Opens or creates the database (and its directory), checks it is
@@ -145,7 +153,28 @@ impl JobStore {
             conn,
             path: path.to_path_buf(),
             unfinished: Default::default(),
+            checkpointer: None,
         })
+    }
+
+    /// From now on the WAL is checkpointed on a thread of its own
+    /// (`WalCheckpointer`) instead of by the commit that fills it; a commit
+    /// still checkpoints past `BACKSTOP_PAGES`. On failure nothing changed:
+    /// commits checkpoint as before.
+    pub fn checkpoint_in_background(&mut self, synchronous: Synchronous) -> Result<(), StoreError> {
+        let checkpointer = wal_checkpointer::WalCheckpointer::start(&self.path, synchronous)?;
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", BACKSTOP_PAGES)
+            .map_err(|e| self.error(e))?;
+        self.checkpointer = Some(checkpointer);
+        Ok(())
+    }
+
+    /// A transaction was committed: the checkpointer, if any, is told.
+    fn committed(&self) {
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.committed();
+        }
     }
 
     /// Gives this connection a 256 MiB page cache, so one transaction

@@ -157,6 +157,7 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
             conn,
             path: path.clone(),
             unfinished: Default::default(),
+            checkpointer: None,
         };
         commit_to_old_schema(&mut v3, &jobs);
     }

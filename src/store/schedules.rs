@@ -21,11 +21,16 @@ const PROGRESS: &str =
     "UPDATE schedules SET last_slot = max(coalesce(last_slot, ?2), ?2) WHERE name = ?1";
 const LOAD: &str = "SELECT name, definition, last_slot, updated_at FROM schedules ORDER BY name";
 
-/// The newest slot per schedule among `rows`' idempotency keys.
-pub(crate) fn schedule_progress(rows: &[JobRow]) -> Vec<(&str, i64)> {
+/// The newest slot per schedule among the idempotency keys of `inserted`,
+/// the rows that give a job its first stored row: a slot is fired when its
+/// job first becomes durable, and the job's later rows (assigned, finished)
+/// have nothing to add.
+pub(crate) fn schedule_progress<'a>(
+    inserted: impl IntoIterator<Item = &'a JobRow>,
+) -> Vec<(&'a str, i64)> {
     let mut newest: Vec<(&str, i64)> = Vec::new();
-    for (name, slot) in rows
-        .iter()
+    for (name, slot) in inserted
+        .into_iter()
         .filter_map(|r| parse_slot_key(r.idempotency_key.as_deref()?))
     {
         match newest.iter_mut().find(|(n, _)| *n == name) {
@@ -47,9 +52,13 @@ pub(crate) fn decode_spec(name: &str, bytes: &[u8]) -> Result<ScheduleSpec, Stri
 }
 
 impl JobStore {
-    /// Records the slots `rows` fire, in the open transaction.
-    pub(super) fn write_schedule_progress(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
-        let progress = schedule_progress(rows);
+    /// Records the slots fired by `inserted` (rows that gave their job its
+    /// first stored row), in the open transaction.
+    pub(super) fn write_schedule_progress(
+        &mut self,
+        inserted: &[&JobRow],
+    ) -> Result<(), StoreError> {
+        let progress = schedule_progress(inserted.iter().copied());
         if progress.is_empty() {
             return Ok(());
         }
@@ -74,14 +83,15 @@ impl JobStore {
             self.rollback();
             return result;
         }
-        if self.conn.is_autocommit() {
-            return Ok(());
+        if !self.conn.is_autocommit() {
+            if let Err(e) = self.conn.execute_batch("COMMIT") {
+                let e = self.error(e);
+                self.rollback();
+                return Err(e);
+            }
         }
-        let committed = self.conn.execute_batch("COMMIT").map_err(|e| self.error(e));
-        if committed.is_err() {
-            self.rollback();
-        }
-        committed
+        self.committed();
+        Ok(())
     }
 
     fn write_schedule_row(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {

@@ -62,8 +62,9 @@ impl JobStore {
             return Ok(());
         }
         let result = self.conn.execute_batch("COMMIT").map_err(|e| self.error(e));
-        if result.is_err() {
-            self.rollback();
+        match &result {
+            Ok(()) => self.committed(),
+            Err(_) => self.rollback(),
         }
         result
     }
@@ -99,6 +100,7 @@ impl JobStore {
         let (mut attempts, mut stored_state) =
             (statement(UPSERT_ATTEMPT)?, statement(STORED_STATE)?);
         let mut counts = CountChanges::default();
+        let mut inserted = Vec::new();
         for row in rows {
             let stored = match self.unfinished.get(&row.id) {
                 Some(state) => Some(*state),
@@ -107,6 +109,9 @@ impl JobStore {
             };
             write_job(&mut update, &mut insert, row, stored.is_some())
                 .map_err(|e| fail(format!("writing job {}: {e}", row.id)))?;
+            if stored.is_none() {
+                inserted.push(row);
+            }
             counts.moved(&row.task_type, stored, row.state);
             match row.state.is_terminal() {
                 true => self.unfinished.remove(&row.id),
@@ -125,7 +130,7 @@ impl JobStore {
             .write(&mut add)
             .map_err(|e| fail(format!("counting finished jobs: {e}")))?;
         drop((update, insert, attempts, stored_state, add));
-        self.write_schedule_progress(rows)
+        self.write_schedule_progress(&inserted)
     }
 }
 

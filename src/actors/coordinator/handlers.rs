@@ -376,10 +376,9 @@ impl Handler<Sweep> for Coordinator {
         }
         let now = self.now();
         let more = self.state.sweep(now);
-        self.state.evict_finished(now, self.commits.durable());
+        self.evict_step(ctx);
         self.expire_if_due(now, ctx);
-        self.finish(None, ctx);
-        self.plan_schedule_passes(more, now, ctx);
+        self.finish_schedule_step(more, now, ctx);
     }
 }
 

@@ -4,6 +4,7 @@
 //! its state is durable. When batches go and when effects are released is
 //! decided by `GroupCommit` (a plain value); the actor applies its commands.
 
+mod eviction_steps;
 mod expiry;
 mod group_commit;
 mod handlers;
@@ -262,6 +263,7 @@ impl Coordinator {
                 Command::Commit { batch, rows, jobs } => {
                     self.state.metrics_mut().batch_rows.observe(jobs as f64);
                     self.send_commit(batch, rows, ctx);
+                    self.schedule_pass_on_commit_sent(ctx);
                 }
                 Command::Release(_) if self.untrusted() => {
                     self.depose("the leader lease's trust ended", ctx);
@@ -335,7 +337,7 @@ impl Coordinator {
             }
             let commands = act.commits.committed(batch, result, &mut act.state);
             act.apply(commands, ctx);
-            act.schedule_pass_after_commit(ctx);
+            act.schedule_pass_if_settled(ctx);
         }));
     }
 

@@ -3,10 +3,12 @@
 //!   comes instead of at the next sweep (up to `sweep-interval-millis`
 //!   late);
 //! - when more schedules are due at once than one pass decides
-//!   (`SCHEDULES_PER_PASS`), one more pass after each commit: 10,000
+//!   (`SCHEDULES_PER_PASS`), one more pass as each commit is sent: 10,000
 //!   schedules on one cron slot go out a commit at a time, and requests
 //!   that arrive meanwhile are handled between the passes instead of
-//!   waiting behind one batch of 10,000 jobs.
+//!   waiting behind one batch of 10,000 jobs. The pass decides while the
+//!   commit it follows is being written, so deciding and writing overlap
+//!   instead of taking turns (each pass's jobs go in the next commit).
 
 use super::Coordinator;
 use crate::clock::Now;
@@ -23,7 +25,7 @@ const LONGEST_SLOT_TIMER: Duration = Duration::from_secs(60);
 pub(super) struct SchedulePasses {
     /// The armed slot timer: the slot (wall ms) it is for, and its handle.
     slot_timer: Option<(i64, SpawnHandle)>,
-    /// Another pass is wanted once the commit in flight ends.
+    /// Another pass is wanted once the next commit is sent.
     after_commit: bool,
     /// A `SchedulePass` is in the mailbox.
     queued: bool,
@@ -44,32 +46,38 @@ impl Handler<SchedulePass> for Coordinator {
         }
         let now = self.now();
         let more = self.state.schedule_pass(now);
-        self.finish(None, ctx);
-        self.plan_schedule_passes(more, now, ctx);
+        self.finish_schedule_step(more, now, ctx);
     }
 }
 
 impl Coordinator {
-    /// After a sweep or a pass (`more`: it left schedules due): the next
-    /// pass follows the next commit to end (at once if nothing waits for
-    /// one, as after a pass that only skipped slots), so each pass's jobs
-    /// are on their way to the database before more are fired; and the
-    /// slot timer is armed for the earliest slot still to come.
-    pub(super) fn plan_schedule_passes(&mut self, more: bool, now: Now, ctx: &mut Context<Self>) {
-        if more {
-            if self.commits.is_settled(&self.state) {
-                self.queue_schedule_pass(ctx);
-            } else {
-                self.passes.after_commit = true;
-            }
-        }
+    /// Ends a sweep or a pass (`more`: it left schedules due) as `finish`
+    /// does; then the next pass follows the next commit sent (the one this
+    /// step sends, if it sends one; at once if nothing waits for one, as
+    /// after a pass that only skipped slots), so each pass's jobs are on
+    /// their way to the database before more are fired; and the slot
+    /// timer is armed for the earliest slot still to come.
+    pub(super) fn finish_schedule_step(&mut self, more: bool, now: Now, ctx: &mut Context<Self>) {
+        self.passes.after_commit |= more;
+        self.finish(None, ctx);
+        self.schedule_pass_if_settled(ctx);
         self.arm_slot_timer(now, ctx);
     }
 
-    /// A commit ended (committed or failed): the pass waiting for it goes.
-    pub(super) fn schedule_pass_after_commit(&mut self, ctx: &mut Context<Self>) {
+    /// A commit was sent: the pass waiting for it goes, and decides while
+    /// that commit is written.
+    pub(super) fn schedule_pass_on_commit_sent(&mut self, ctx: &mut Context<Self>) {
         if std::mem::take(&mut self.passes.after_commit) {
             self.queue_schedule_pass(ctx);
+        }
+    }
+
+    /// After a step or a commit's end: when nothing waits for a commit
+    /// (the last pass only skipped slots), none will be sent, so the
+    /// waiting pass goes now.
+    pub(super) fn schedule_pass_if_settled(&mut self, ctx: &mut Context<Self>) {
+        if self.commits.is_settled(&self.state) {
+            self.schedule_pass_on_commit_sent(ctx);
         }
     }
 

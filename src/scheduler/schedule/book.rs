@@ -7,6 +7,7 @@ use crate::protocol::{JobId, ScheduleRun, ScheduleSpec, MAX_RECENT_RUNS_LIMIT};
 use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::metrics::Histogram;
 use crate::scheduler::schedule::cadence::Cadence;
+use crate::scheduler::schedule::pass_memo::PassMemo;
 use crate::scheduler::schedule::spec::SpecError;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -83,19 +84,24 @@ impl Entry {
     /// Sets `next_slot`: the first slot after `after`, within the
     /// schedule's start and end, unless paused.
     pub fn plan(&mut self) {
+        self.plan_with(&mut PassMemo::default());
+    }
+
+    /// `plan`, with what the pass has worked out already.
+    pub fn plan_with(&mut self, memo: &mut PassMemo) {
         self.next_slot = if self.spec.paused {
             None
         } else {
-            self.first_slot_after(self.after)
+            self.first_slot_after(self.after, memo)
         };
     }
 
-    fn first_slot_after(&self, after: i64) -> Option<i64> {
+    fn first_slot_after(&self, after: i64, memo: &mut PassMemo) -> Option<i64> {
         let floor = match self.spec.start_at {
             Some(start) => after.max(start.saturating_sub(1)),
             None => after,
         };
-        let slot = self.cadence.next_after(floor)?;
+        let slot = memo.next_after(&self.spec, &self.cadence, floor)?;
         match self.spec.end_at {
             Some(end) if slot > end => None,
             _ => Some(slot),
@@ -127,8 +133,9 @@ impl Entry {
             return Vec::new();
         };
         let mut slots = vec![first];
+        let mut memo = PassMemo::default();
         while slots.len() < count {
-            match self.first_slot_after(slots[slots.len() - 1]) {
+            match self.first_slot_after(slots[slots.len() - 1], &mut memo) {
                 Some(s) => slots.push(s),
                 None => break,
             }

@@ -22,6 +22,10 @@ use croner::parser::CronParser;
 use croner::Cron;
 use std::str::FromStr;
 
+/// No two slots of any cadence are closer: cron slots are whole seconds,
+/// and an interval is at least one second.
+pub const SHORTEST_SLOT_MS: i64 = 1000;
+
 /// The longest interval accepted: one year, in milliseconds.
 pub const MAX_EVERY_MS: u64 = 366 * 24 * 3_600_000;
 
@@ -71,7 +75,8 @@ impl Cadence {
     /// A fixed interval of `every_ms` (whole seconds, 1 s to 366 days),
     /// slots counted from `anchor_ms`.
     pub fn every(every_ms: u64, anchor_ms: i64) -> Result<Cadence, CadenceError> {
-        if every_ms < 1000 || !every_ms.is_multiple_of(1000) || every_ms > MAX_EVERY_MS {
+        let shortest = SHORTEST_SLOT_MS as u64;
+        if every_ms < shortest || !every_ms.is_multiple_of(shortest) || every_ms > MAX_EVERY_MS {
             return Err(CadenceError::Interval);
         }
         Ok(Cadence::Every {

@@ -13,16 +13,22 @@
 use crate::clock::Now;
 use crate::protocol::{JobId, Overlap, SubmitAnswer, SubmitRequest};
 use crate::scheduler::schedule::book::{Entry, SkipReason};
-use crate::scheduler::schedule::keys::{slot_key, trigger_key};
+use crate::scheduler::schedule::cadence::SHORTEST_SLOT_MS;
+use crate::scheduler::schedule::keys::{labelled_slot_key, trigger_key};
+use crate::scheduler::schedule::pass_memo::PassMemo;
 use crate::scheduler::state::CoordinatorState;
 use slog::{info, warn};
 
 /// The most schedules decided in one pass. More due at once (10,000
 /// schedules on one cron slot) are decided over several passes, one per
-/// commit (see the coordinator's `schedule_passes`), so no commit carries
-/// more than this many fired jobs and ordinary requests are handled
-/// between the passes instead of waiting behind one huge batch.
-pub const SCHEDULES_PER_PASS: usize = 128;
+/// commit (see the coordinator's `schedule_passes`), so a commit carries
+/// about this many fired jobs and ordinary requests are handled between
+/// the passes instead of waiting behind one huge batch. 32 keeps the
+/// inserts each commit carries for schedules few (an ordinary job that
+/// arrives meanwhile waits behind them), and still fires 10,000 schedules
+/// in about half a second on SQLite; firing faster only queues jobs that
+/// the workers' slots take at their own pace.
+pub const SCHEDULES_PER_PASS: usize = 32;
 /// The most slots one schedule fires in one sweep; the rest wait for the
 /// next sweep (a catch-up window of many slots fires over a few sweeps).
 pub const MAX_FIRES_PER_SWEEP: usize = 100;
@@ -34,8 +40,9 @@ impl CoordinatorState {
     /// Fires the `buffer-one` slots whose previous run has ended (once a
     /// sweep: every held slot is looked at, so not on every pass).
     pub fn release_buffered_schedules(&mut self, now: Now) {
+        let mut memo = PassMemo::default();
         for mut entry in self.schedules.take_buffered() {
-            self.release_buffered(&mut entry, now);
+            self.release_buffered(&mut entry, now, &mut memo);
             self.schedules.put(entry);
         }
     }
@@ -48,8 +55,9 @@ impl CoordinatorState {
         let due = self.schedules.take_due(now.wall_ms, SCHEDULES_PER_PASS);
         let full = due.len() == SCHEDULES_PER_PASS;
         let mut refused = false;
+        let mut memo = PassMemo::default();
         for mut entry in due {
-            refused |= !self.decide_due_slots(&mut entry, now);
+            refused |= !self.decide_due_slots(&mut entry, now, &mut memo);
             self.schedules.put(entry);
         }
         full && !refused
@@ -74,21 +82,27 @@ impl CoordinatorState {
 
     /// Decides `entry`'s slots that have come, oldest first, at most
     /// `MAX_FIRES_PER_SWEEP`. False if a submission was refused.
-    fn decide_due_slots(&mut self, entry: &mut Entry, now: Now) -> bool {
-        let window = entry.catchup_window_ms(now.wall_ms);
+    fn decide_due_slots(&mut self, entry: &mut Entry, now: Now, memo: &mut PassMemo) -> bool {
+        let mut window = None;
         for _ in 0..MAX_FIRES_PER_SWEEP {
             let Some(slot) = entry.next_slot.filter(|s| *s <= now.wall_ms) else {
                 return true;
             };
-            if now.wall_ms - slot >= window {
-                self.skip_missed(entry, now.wall_ms - window);
-                continue;
+            let late = now.wall_ms - slot;
+            // The default window is one slot, never under a second: a slot
+            // less late than that needs no search for its slot's length.
+            if late >= SHORTEST_SLOT_MS || entry.spec.catchup_window_ms.is_some() {
+                let window = *window.get_or_insert_with(|| entry.catchup_window_ms(now.wall_ms));
+                if late >= window {
+                    self.skip_missed(entry, now.wall_ms - window);
+                    continue;
+                }
             }
-            if !self.decide_slot(entry, slot, now) {
+            if !self.decide_slot(entry, slot, now, memo) {
                 return false; // refused (admission): tried again next sweep
             }
             entry.after = slot;
-            entry.plan();
+            entry.plan_with(memo);
         }
         true
     }
@@ -115,10 +129,10 @@ impl CoordinatorState {
     /// Applies the overlap policy to `slot` and fires it, holds it
     /// (`buffer-one`) or skips it. False: the submission was refused and
     /// the slot stays undecided.
-    fn decide_slot(&mut self, entry: &mut Entry, slot: i64, now: Now) -> bool {
+    fn decide_slot(&mut self, entry: &mut Entry, slot: i64, now: Now, memo: &mut PassMemo) -> bool {
         let active = entry.last_job().filter(|job| self.is_active(*job));
         match (entry.spec.overlap, active) {
-            (_, None) | (Overlap::Allow, _) => self.fire_slot(entry, slot, now),
+            (_, None) | (Overlap::Allow, _) => self.fire_slot(entry, slot, now, memo),
             (Overlap::Skip, Some(_)) => {
                 entry.skipped[SkipReason::Overlap as usize] += 1;
                 true
@@ -132,28 +146,29 @@ impl CoordinatorState {
             (Overlap::CancelPrevious, Some(job)) => {
                 // Cancelling a non-terminal job cannot be refused.
                 let _ = self.cancel(job, now);
-                self.fire_slot(entry, slot, now)
+                self.fire_slot(entry, slot, now, memo)
             }
         }
     }
 
-    fn release_buffered(&mut self, entry: &mut Entry, now: Now) {
+    fn release_buffered(&mut self, entry: &mut Entry, now: Now, memo: &mut PassMemo) {
         let Some(slot) = entry.buffered else {
             return;
         };
         if entry.last_job().is_some_and(|job| self.is_active(job)) {
             return; // still running: stays buffered
         }
-        if self.fire_slot(entry, slot, now) {
+        if self.fire_slot(entry, slot, now, memo) {
             entry.buffered = None;
         }
     }
 
     /// Submits `slot`'s job. False if the submission was refused.
-    fn fire_slot(&mut self, entry: &mut Entry, slot: i64, now: Now) -> bool {
+    fn fire_slot(&mut self, entry: &mut Entry, slot: i64, now: Now, memo: &mut PassMemo) -> bool {
         let name = &entry.spec.name;
         let delay = jitter_ms(name, slot, entry.spec.jitter_ms);
-        match self.submit(template(entry, slot_key(name, slot), delay), now) {
+        let key = labelled_slot_key(name, memo.label(slot));
+        match self.submit(template(entry, key, delay), now) {
             SubmitAnswer::Accepted { job_id, .. } => {
                 self.fired(entry, slot, job_id, now);
                 true

@@ -172,6 +172,32 @@ fn after_a_jump_only_the_catchup_window_fires_oldest_first() {
 }
 
 #[test]
+fn a_window_under_a_second_is_honoured_and_the_default_fires_a_slot_a_second_late() {
+    let mut s = state();
+    created(&mut s, every_minute("default", Overlap::Allow), at(T0));
+    let mut narrow = every_minute("narrow", Overlap::Allow);
+    narrow.catchup_window_ms = Some(500);
+    created(&mut s, narrow, at(T0));
+    // Both slots decided 700 ms late: within one slot, past 500 ms.
+    s.sweep(at(T0 + MINUTE + 700));
+    assert_eq!(
+        fired_keys(&s, "default"),
+        vec![slot_key("default", T0 + MINUTE)]
+    );
+    assert!(
+        fired_keys(&s, "narrow").is_empty(),
+        "700 ms is past its 500 ms window"
+    );
+    assert_eq!(s.schedule_named("narrow").expect("exists").skipped, 1);
+    s.sweep(at(T0 + 2 * MINUTE + 499));
+    assert_eq!(
+        fired_keys(&s, "narrow"),
+        vec![slot_key("narrow", T0 + 2 * MINUTE)]
+    );
+    consistent(&s);
+}
+
+#[test]
 fn restored_schedules_resume_after_their_last_slot_and_keys_stop_a_second_fire() {
     let mut s = state();
     created(&mut s, every_minute("m", Overlap::Allow), at(T0));

@@ -12,7 +12,13 @@ const PREFIX: &str = "schedule:";
 
 /// The idempotency key of `name`'s job for `slot_ms`.
 pub fn slot_key(name: &str, slot_ms: i64) -> String {
-    format!("{PREFIX}{name}:{}", slot_label(slot_ms))
+    labelled_slot_key(name, &slot_label(slot_ms))
+}
+
+/// The idempotency key of `name`'s job for the slot labelled `label`
+/// (`slot_label` of the slot).
+pub fn labelled_slot_key(name: &str, label: &str) -> String {
+    format!("{PREFIX}{name}:{label}")
 }
 
 /// The idempotency key of a manual trigger of `name` at `now_ms`.

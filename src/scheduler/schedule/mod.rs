@@ -17,6 +17,7 @@ pub mod keys;
 pub use book::{Entry, ScheduleBook, ScheduleRefused, SkipReason};
 pub mod admin;
 pub mod firing;
+pub mod pass_memo;
 pub use admin::{ScheduleWrite, StoredSchedule};
 
 /// Default of `max-schedules`.

@@ -20,9 +20,13 @@ const PROGRESS: &str =
 const LOAD: &str =
     "SELECT name, definition, last_slot, updated_at FROM taskyard.schedules ORDER BY name";
 
-/// Records the slots `rows` fire, in the open transaction.
-pub(super) fn write_progress(client: &mut Client, rows: &[JobRow]) -> Result<(), postgres::Error> {
-    for (name, slot) in schedule_progress(rows) {
+/// Records the slots fired by `inserted` (rows that give their job its
+/// first stored row), in the open transaction.
+pub(super) fn write_progress<'a>(
+    client: &mut Client,
+    inserted: impl IntoIterator<Item = &'a JobRow>,
+) -> Result<(), postgres::Error> {
+    for (name, slot) in schedule_progress(inserted) {
         client.execute(PROGRESS, &[&name, &slot])?;
     }
     Ok(())

@@ -164,7 +164,10 @@ impl PostgresStore {
             }
         }
         if failed.is_none() {
-            if let Err(e) = super::schedules::write_progress(client, rows) {
+            let inserted = rows
+                .iter()
+                .filter(|row| now.get(&row.id).is_some_and(|&(_, new)| new));
+            if let Err(e) = super::schedules::write_progress(client, inserted) {
                 failed = Some(("recording schedule slots".into(), e));
             }
         }
