@@ -137,6 +137,7 @@ fn a_version_4_database_migrates_to_5_counting_its_finished_rows_once() {
             path: path.clone(),
             unfinished: Default::default(),
             checkpointer: None,
+            staged_lost: None,
         };
         commit_to_old_schema(&mut v4, &jobs);
     }

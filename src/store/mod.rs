@@ -99,6 +99,9 @@ pub struct JobStore {
     /// Checkpoints the WAL off the commit path, once started (see
     /// `checkpoint_in_background`).
     checkpointer: Option<wal_checkpointer::WalCheckpointer>,
+    /// Why rows staged for the next batch were rolled back outside a
+    /// commit (a failed schedule write): that batch's commit must fail.
+    staged_lost: Option<String>,
 }
 
 /// WAL pages after which a commit checkpoints (see `JobStore::open`).
@@ -154,6 +157,7 @@ impl JobStore {
             path: path.to_path_buf(),
             unfinished: Default::default(),
             checkpointer: None,
+            staged_lost: None,
         })
     }
 

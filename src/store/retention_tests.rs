@@ -158,6 +158,7 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
             path: path.clone(),
             unfinished: Default::default(),
             checkpointer: None,
+            staged_lost: None,
         };
         commit_to_old_schema(&mut v3, &jobs);
     }

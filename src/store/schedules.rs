@@ -76,22 +76,26 @@ impl JobStore {
 
     /// Writes or deletes a schedule, durable when it returns. A
     /// transaction of staged job rows that is open is committed with it
-    /// (rows are only ever made durable early, never lost).
+    /// (rows are only ever made durable early). If the write fails, those
+    /// staged rows are rolled back with it, and the next `commit` fails
+    /// without writing (its batch is sent again), so no answer waiting for
+    /// them is ever released.
     pub fn write_schedule(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
-        let result = self.write_schedule_row(write);
-        if result.is_err() {
-            self.rollback();
-            return result;
+        let staged = !self.conn.is_autocommit();
+        let mut result = self.write_schedule_row(write);
+        if result.is_ok() && staged {
+            result = self.conn.execute_batch("COMMIT").map_err(|e| self.error(e));
         }
-        if !self.conn.is_autocommit() {
-            if let Err(e) = self.conn.execute_batch("COMMIT") {
-                let e = self.error(e);
+        match &result {
+            Ok(()) => self.committed(),
+            Err(e) => {
                 self.rollback();
-                return Err(e);
+                if staged {
+                    self.staged_lost = Some(e.to_string());
+                }
             }
         }
-        self.committed();
-        Ok(())
+        result
     }
 
     fn write_schedule_row(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {

@@ -170,6 +170,41 @@ fn a_failed_stage_rolls_back_everything_staged_since_the_last_commit() {
 }
 
 #[test]
+fn rows_staged_before_a_failed_schedule_write_fail_their_batch_and_are_not_stored() {
+    use crate::scheduler::schedule::ScheduleWrite;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("t.db");
+    let mut store = JobStore::open(&path, Synchronous::Full).expect("open");
+    let a = job(1, JobState::Queued);
+    store.commit(&rows(&[&a])).expect("commit");
+    // A schedule write that fails after rows of the next batch are staged.
+    store
+        .conn
+        .execute_batch("ALTER TABLE schedules RENAME TO schedules_gone")
+        .expect("rename");
+    store.stage(&[row(2, JobState::Queued)]).expect("stage");
+    store
+        .write_schedule(&ScheduleWrite::Delete("nightly".into()))
+        .expect_err("no schedules table");
+    store.stage(&[row(3, JobState::Queued)]).expect("stage");
+    let err = store
+        .commit(&[row(4, JobState::Queued)])
+        .expect_err("its staged rows are gone");
+    assert!(err.reason.contains("schedule write"), "{err}");
+    let mut loaded = store.load_all().expect("load");
+    loaded.sort_by_key(|j| j.sequence);
+    assert_eq!(
+        loaded,
+        vec![a.clone()],
+        "nothing of the failed batch is stored"
+    );
+    // The batch sent again commits whole.
+    let again: Vec<JobRow> = (2..=4).map(|i| row(i, JobState::Queued)).collect();
+    store.commit(&again).expect("sent again");
+    assert_eq!(store.load_all().expect("load").len(), 4);
+}
+
+#[test]
 fn a_row_carrying_only_its_changed_attempt_keeps_the_stored_ones() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("t.db");

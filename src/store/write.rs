@@ -57,6 +57,14 @@ impl JobStore {
     /// returns `Ok`, every row staged since the last commit and every row
     /// of `rows` is durable. On failure none of them is.
     pub fn commit(&mut self, rows: &[JobRow]) -> Result<(), StoreError> {
+        if let Some(reason) = self.staged_lost.take() {
+            // Rows staged since belong to this failing batch too.
+            self.rollback();
+            return Err(StoreError::sqlite(
+                &self.path,
+                format!("rows staged for this batch were rolled back by a failed schedule write: {reason}"),
+            ));
+        }
         self.stage(rows)?;
         if self.conn.is_autocommit() {
             return Ok(());
@@ -107,9 +115,9 @@ impl JobStore {
                 None => read_state(&mut stored_state, row.id)
                     .map_err(|e| fail(format!("reading job {}: {e}", row.id)))?,
             };
-            write_job(&mut update, &mut insert, row, stored.is_some())
+            let new = write_job(&mut update, &mut insert, row, stored.is_some())
                 .map_err(|e| fail(format!("writing job {}: {e}", row.id)))?;
-            if stored.is_none() {
+            if new {
                 inserted.push(row);
             }
             counts.moved(&row.task_type, stored, row.state);
@@ -195,12 +203,13 @@ fn read_state(
 
 /// Updates the mutable columns of a stored job, or inserts the whole row
 /// if it is not stored yet (a new submission, or `stored` was wrong).
+/// True when it inserted.
 fn write_job(
     update: &mut rusqlite::CachedStatement<'_>,
     insert: &mut rusqlite::CachedStatement<'_>,
     job: &JobRow,
     stored: bool,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<bool> {
     let mut id = Uuid::encode_buffer();
     let id = &*job.id.0.hyphenated().encode_lower(&mut id);
     let mut lease_buf = Uuid::encode_buffer();
@@ -246,8 +255,9 @@ fn write_job(
         insert.execute(rusqlite::params_from_iter(
             changes.iter().chain(submission.iter()),
         ))?;
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 pub(super) fn write_attempt(

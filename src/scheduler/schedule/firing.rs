@@ -89,8 +89,11 @@ impl CoordinatorState {
                 return true;
             };
             let late = now.wall_ms - slot;
-            // The default window is one slot, never under a second: a slot
-            // less late than that needs no search for its slot's length.
+            // The default window is one slot, never under a second (cron
+            // slots are whole seconds, intervals at least one): a slot less
+            // late than that needs no search for its slot's length. (A
+            // cron's last slot, with none after it, also counts as in the
+            // window when under a second late.)
             if late >= SHORTEST_SLOT_MS || entry.spec.catchup_window_ms.is_some() {
                 let window = *window.get_or_insert_with(|| entry.catchup_window_ms(now.wall_ms));
                 if late >= window {
