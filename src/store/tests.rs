@@ -193,11 +193,7 @@ fn rows_staged_before_a_failed_schedule_write_fail_their_batch_and_are_not_store
     assert!(err.reason.contains("schedule write"), "{err}");
     let mut loaded = store.load_all().expect("load");
     loaded.sort_by_key(|j| j.sequence);
-    assert_eq!(
-        loaded,
-        vec![a.clone()],
-        "nothing of the failed batch is stored"
-    );
+    assert_eq!(loaded, vec![a], "nothing of the failed batch is stored");
     // The batch sent again commits whole.
     let again: Vec<JobRow> = (2..=4).map(|i| row(i, JobState::Queued)).collect();
     store.commit(&again).expect("sent again");

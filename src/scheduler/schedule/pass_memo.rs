@@ -72,6 +72,7 @@ mod tests {
             ("0 3 * * *", Some("Europe/Berlin"), t),
             ("0 3 * * *", None, t),
             ("0 3 * * *", None, t + 1),
+            ("0 3 * * *", None, t + 4 * 3_600_000), // the next day's 03:00
             ("* * * * *", None, t),
         ];
         for (cron, tz, after) in cases {
