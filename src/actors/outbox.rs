@@ -68,6 +68,10 @@ impl HeldEffect for Delivery {
             )
         )
     }
+
+    fn awaited(&self) -> bool {
+        matches!(self, Delivery::Client(..) | Delivery::Query(..))
+    }
 }
 
 impl Delivery {

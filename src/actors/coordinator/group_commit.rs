@@ -44,6 +44,9 @@ pub trait HeldEffect {
     /// True when the effect hands a job to a worker, so a result will come
     /// back (the next batch may wait for it: coalescing).
     fn starts_attempt(&self) -> bool;
+    /// True when somebody waits for the effect (a client's answer): the
+    /// batch it is held behind goes without waiting for results.
+    fn awaited(&self) -> bool;
 }
 
 /// The timers `GroupCommit` asks for.
@@ -123,6 +126,8 @@ pub struct GroupCommit<E> {
     /// while non-zero the next batch waits for them (at most the window).
     expected_results: usize,
     coalescing: bool,
+    /// An awaited effect is held behind the next batch (not yet sent).
+    awaited_unsent: bool,
     stopping: bool,
     stopped: bool,
     outage: Option<Outage>,
@@ -145,6 +150,7 @@ impl<E: HeldEffect> GroupCommit<E> {
             retry_pending: false,
             expected_results: 0,
             coalescing: false,
+            awaited_unsent: false,
             stopping: false,
             stopped: false,
             outage: None,
@@ -180,6 +186,7 @@ impl<E: HeldEffect> GroupCommit<E> {
             if tag <= self.durable && self.held.is_empty() {
                 ready.push(effect);
             } else {
+                self.awaited_unsent |= tag > self.sent && effect.awaited();
                 self.held.push_back((tag, effect));
             }
         }
@@ -348,7 +355,9 @@ impl<E: HeldEffect> GroupCommit<E> {
     /// have not all arrived, the batch waits until they have, or until the
     /// window has passed, whichever is first, so one transaction carries a
     /// whole round of results (and the assignments they free slots for).
-    /// With no round outstanding (an idle system) a change goes at once; a
+    /// With no round outstanding (an idle system) a change goes at once; so
+    /// does a batch somebody waits for (a client's answer is held behind
+    /// it: a round's results are throughput, the answer is latency); a
     /// stopping coordinator waits for nothing.
     fn flush<D: RowSource>(&mut self, rows: &mut D, out: &mut Commands<D::Row, E>) {
         if self.stopped {
@@ -368,7 +377,11 @@ impl<E: HeldEffect> GroupCommit<E> {
             self.stage(rows, out);
             return;
         }
-        if self.expected_results > 0 && !self.stopping && !self.coalesce_window.is_zero() {
+        if self.expected_results > 0
+            && !self.awaited_unsent
+            && !self.stopping
+            && !self.coalesce_window.is_zero()
+        {
             self.stage(rows, out);
             if !self.coalescing {
                 self.coalescing = true;
@@ -391,6 +404,7 @@ impl<E: HeldEffect> GroupCommit<E> {
             jobs.dedup();
         }
         self.sent += 1;
+        self.awaited_unsent = false;
         out.push(Command::Commit {
             batch: self.sent,
             rows: taken,

@@ -28,6 +28,10 @@ impl HeldEffect for Fx {
     fn starts_attempt(&self) -> bool {
         matches!(self, Fx::Assign(_))
     }
+
+    fn awaited(&self) -> bool {
+        matches!(self, Fx::Answer(_))
+    }
 }
 
 fn job(n: u32) -> JobId {
@@ -259,6 +263,50 @@ fn the_next_batch_waits_for_the_round_a_commit_released_or_for_the_window() {
 }
 
 #[test]
+fn a_batch_holding_an_answer_goes_without_waiting_for_the_round() {
+    let (mut g, mut rows) = (gc(), Rows::default());
+    rows.change([1, 2]);
+    g.step([Fx::Assign(1), Fx::Assign(2)], &mut rows);
+    g.committed(1, Ok(()), &mut rows);
+    rows.change([3]);
+    assert_eq!(
+        g.step([Fx::Assign(3)], &mut rows),
+        vec![Command::ArmTimer(Timer::Coalesce, WINDOW)],
+        "an assignment alone waits for the round"
+    );
+    rows.change([4]);
+    assert_eq!(
+        g.step([Fx::Answer(4)], &mut rows),
+        vec![
+            Command::CancelCoalesceTimer,
+            commit(2, vec![(job(3), 3), (job(4), 4)], 2)
+        ],
+        "an answer is held behind the batch: it goes now"
+    );
+
+    // Held behind the batch after the one in flight, an answer sends that
+    // batch as soon as the commit ends; the batch after waits again.
+    rows.change([5]);
+    g.step([Fx::Answer(5), Fx::Assign(5)], &mut rows);
+    assert_eq!(
+        g.committed(2, Ok(()), &mut rows),
+        vec![
+            Command::Release(vec![Fx::Assign(3), Fx::Answer(4)]),
+            commit(3, vec![(job(5), 5)], 1)
+        ]
+    );
+    rows.change([6]);
+    g.step([], &mut rows);
+    assert_eq!(
+        g.committed(3, Ok(()), &mut rows),
+        vec![
+            Command::Release(vec![Fx::Answer(5), Fx::Assign(5)]),
+            Command::ArmTimer(Timer::Coalesce, WINDOW)
+        ]
+    );
+}
+
+#[test]
 fn a_zero_window_never_waits_for_results() {
     let (mut g, mut rows) = (GroupCommit::new(Duration::ZERO, SHUTDOWN), Rows::default());
     rows.change([1]);
@@ -275,7 +323,7 @@ fn a_stop_commits_what_is_pending_without_waiting_for_results_then_stops_once() 
     g.step([Fx::Assign(1)], &mut rows);
     g.committed(1, Ok(()), &mut rows);
     rows.change([2]);
-    g.step([Fx::Answer(2)], &mut rows);
+    g.step([Fx::Assign(2)], &mut rows);
     let stopping = g.stop_requested(&mut rows);
     assert_eq!(
         stopping,
@@ -290,7 +338,7 @@ fn a_stop_commits_what_is_pending_without_waiting_for_results_then_stops_once() 
     assert_eq!(
         g.committed(2, Ok(()), &mut rows),
         vec![
-            Command::Release(vec![Fx::Answer(2)]),
+            Command::Release(vec![Fx::Assign(2)]),
             Command::Stop {
                 not_durable: 0,
                 held: 0
