@@ -61,7 +61,13 @@ pub fn paced(
     start_times: &StartTimes,
 ) -> Result<Latency, BenchError> {
     let mut client = Client::connect_with(addr, options)?;
-    let samples = paced_samples(&mut client, jobs, interval, template, start_times)?;
+    let pace = Pace {
+        jobs,
+        interval,
+        senders: 1,
+        template,
+    };
+    let samples = paced_samples(&mut client, (addr, options), &pace, start_times)?;
     let mut to_done = Vec::with_capacity(samples.len());
     for sample in &samples {
         if let Some(view) = client.status(sample.job_id)? {
@@ -84,28 +90,56 @@ pub struct PacedSample {
     pub to_start_ms: Option<f64>,
 }
 
-/// Submits `jobs` jobs of `template` one every `interval` over `client`,
-/// waits for all of them to finish, and returns each one's submit-to-start.
+/// Where and how a paced stream is sent.
+pub struct Pace<'a> {
+    pub jobs: u32,
+    pub interval: Duration,
+    /// Connections the jobs are dealt over in turn (at least one), each
+    /// on a thread of its own: with `senders` of them a connection sends
+    /// one job every `senders` intervals, so a job falls due while its
+    /// connection still waits for an answer only in a stall longer than
+    /// that.
+    pub senders: u32,
+    pub template: &'a SubmitRequest,
+}
+
+/// Submits `pace.jobs` jobs one every `pace.interval` (over `client` alone,
+/// or over `pace.senders` connections to `addr`), waits for all of them to
+/// finish (asking over `client`), and returns each one's submit-to-start.
 pub fn paced_samples(
     client: &mut Client,
-    jobs: u32,
-    interval: Duration,
-    template: &SubmitRequest,
+    connect: (&str, &ClientOptions),
+    pace: &Pace,
     start_times: &StartTimes,
 ) -> Result<Vec<PacedSample>, BenchError> {
-    let (base, _) = finished_counts(client, &template.task_type)?;
-    let mut sent: Vec<(JobId, Instant)> = Vec::with_capacity(jobs as usize);
-    let began = Instant::now();
-    for i in 0..jobs {
-        let tick = began + interval * i;
-        std::thread::sleep(tick.saturating_duration_since(Instant::now()));
-        let at = Instant::now();
-        match client.submit(template.clone())? {
-            SubmitAnswer::Accepted { job_id, .. } => sent.push((job_id, at)),
-            SubmitAnswer::Rejected(r) => return Err(BenchError::Failed(r.reason)),
+    let (base, _) = finished_counts(client, &pace.template.task_type)?;
+    let senders = pace.senders.max(1);
+    let mut sent = match senders {
+        1 => send_paced(client, pace, 0, Instant::now())?,
+        _ => {
+            let mut clients = (0..senders)
+                .map(|_| Client::connect_with(connect.0, connect.1))
+                .collect::<Result<Vec<_>, _>>()?;
+            let began = Instant::now();
+            let each = std::thread::scope(|scope| {
+                let threads: Vec<_> = clients
+                    .iter_mut()
+                    .zip(0..)
+                    .map(|(c, k)| scope.spawn(move || send_paced(c, pace, k, began)))
+                    .collect();
+                threads
+                    .into_iter()
+                    .map(|t| {
+                        t.join()
+                            .map_err(|_| BenchError::Failed("a paced sender panicked".into()))?
+                    })
+                    .collect::<Result<Vec<_>, BenchError>>()
+            })?;
+            each.into_iter().flatten().collect()
         }
-    }
-    wait_finished(client, &template.task_type, base + sent.len() as u64)?;
+    };
+    sent.sort_by_key(|(_, submitted)| *submitted);
+    wait_finished(client, &pace.template.task_type, base + sent.len() as u64)?;
     Ok(sent
         .into_iter()
         .map(|(job_id, submitted)| PacedSample {
@@ -116,6 +150,39 @@ pub fn paced_samples(
                 .map(|started| started.saturating_duration_since(submitted).as_secs_f64() * 1000.0),
         })
         .collect())
+}
+
+/// Sends sender `k`'s share of the stream (jobs `k`, `k + senders`, …, job
+/// `i` due at `began + i * interval`) over `client`, one at a time.
+///
+/// A job that fell due while this connection still waited for the answer
+/// to its previous one counts from when it was due, as an independent
+/// client would have sent it then: a stall counts for every job it
+/// delays, not only for the one it held (no coordinated omission).
+fn send_paced(
+    client: &mut Client,
+    pace: &Pace,
+    k: u32,
+    began: Instant,
+) -> Result<Vec<(JobId, Instant)>, BenchError> {
+    let senders = pace.senders.max(1);
+    let mut sent = Vec::with_capacity((pace.jobs / senders + 1) as usize);
+    let mut answered = began;
+    for i in (k..pace.jobs).step_by(senders as usize) {
+        let due = began + pace.interval * i;
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let submitted = match answered > due {
+            true => due,
+            false => Instant::now(),
+        };
+        let answer = client.submit(pace.template.clone())?;
+        answered = Instant::now();
+        match answer {
+            SubmitAnswer::Accepted { job_id, .. } => sent.push((job_id, submitted)),
+            SubmitAnswer::Rejected(r) => return Err(BenchError::Failed(r.reason)),
+        }
+    }
+    Ok(sent)
 }
 
 fn wait_finished(client: &mut Client, task_type: &str, target: u64) -> Result<(), BenchError> {

@@ -8,7 +8,7 @@
 //!   minutes: each minute every schedule fires one job, which the workers
 //!   run (so the figure includes running what fired);
 //! - submit-to-start of the ordinary stream (one job every
-//!   `latency_interval`, as the default run's paced phase) around `bursts`
+//!   `latency_interval`, like the default run's paced phase) around `bursts`
 //!   slots at which every schedule fires at once: its p99 while the slot's
 //!   jobs are fired and started, against its p99 in the quiet seconds just
 //!   before the slot.
@@ -20,7 +20,7 @@
 
 use crate::bench::cluster::{Cluster, StartTimes, NOOP, TIMED};
 use crate::bench::cpu::{CpuSnapshot, CpuUsed};
-use crate::bench::latency::{paced_samples, PacedSample, Percentiles};
+use crate::bench::latency::{paced_samples, Pace, PacedSample, Percentiles};
 use crate::bench::{cpu_snapshot, template, BenchError, BenchOptions};
 use crate::client::{Client, ClientOptions};
 use crate::clock::{Clock, SystemClock};
@@ -95,6 +95,9 @@ pub struct ScheduleBenchReport {
     pub idle_without_schedules: CpuShare,
     pub idle_with_schedules: CpuShare,
     pub latency_interval_ms: u64,
+    /// Connections the stream was dealt over (each job counted from when
+    /// it fell due: see `latency::paced_samples`).
+    pub stream_senders: u32,
     pub bursts: Vec<Burst>,
     /// Every burst's samples together.
     pub quiet: Percentiles,
@@ -114,6 +117,10 @@ const AROUND_SLOT: Duration = Duration::from_secs(5);
 /// Stream jobs submitted this long before the firing count as "during":
 /// they may share the firing's commit.
 const BEFORE_FIRING: Duration = Duration::from_millis(100);
+/// The stream is dealt over connections each sending at most one job this
+/// often (the default run's paced phase), so a connection still waiting for
+/// an answer when its next job falls due means a stall of this much.
+const SENDER_PACE: Duration = Duration::from_millis(5);
 /// Connections creating (and pausing) the schedules.
 const CREATORS: u32 = 4;
 /// Submissions per frame of the client burst.
@@ -241,9 +248,13 @@ fn measure(
     let idle_with_schedules = cpu_over(Duration::from_secs(60 * u64::from(opts.minutes)), starts);
 
     let mut client = Client::connect_with(&cluster.client_addr, &cluster.client_options)?;
+    let interval = opts.base.latency_interval.max(Duration::from_millis(1));
     let stream = Stream {
         template: template(&opts.base, TIMED, Priority::Normal),
-        interval: opts.base.latency_interval.max(Duration::from_millis(1)),
+        interval,
+        senders: (SENDER_PACE.as_millis() / interval.as_millis()).max(1) as u32,
+        addr: &cluster.client_addr,
+        options: &cluster.client_options,
         times: stream_times,
     };
     let mut bursts = Vec::new();
@@ -288,6 +299,7 @@ fn measure(
         idle_without_schedules,
         idle_with_schedules,
         latency_interval_ms: stream.interval.as_millis() as u64,
+        stream_senders: stream.senders,
         bursts,
         quiet,
         during,
@@ -301,6 +313,11 @@ fn measure(
 struct Stream<'a> {
     template: SubmitRequest,
     interval: Duration,
+    /// Connections the stream is dealt over, each sending a job at most
+    /// every `SENDER_PACE`.
+    senders: u32,
+    addr: &'a str,
+    options: &'a ClientOptions,
     times: &'a StartTimes,
 }
 
@@ -317,7 +334,13 @@ impl Stream<'_> {
         let jobs = (2 * AROUND_SLOT.as_millis() / self.interval.as_millis()) as u32;
         sleep_until(slot_at - AROUND_SLOT);
         starts.reset();
-        let samples = paced_samples(client, jobs, self.interval, &self.template, self.times)?;
+        let pace = Pace {
+            jobs,
+            interval: self.interval,
+            senders: self.senders,
+            template: &self.template,
+        };
+        let samples = paced_samples(client, (self.addr, self.options), &pace, self.times)?;
         let seen = starts.seen();
         let fired_at = fired_at(client)?;
         let (first, last) = seen.first.zip(seen.last).ok_or_else(|| {
@@ -578,9 +601,13 @@ impl ScheduleBenchReport {
         }
         let _ = writeln!(
             out,
-            "stream p99 submit-to-start (one job every {} ms): {:.2} ms before slots, \
-             {:.2} ms while firing: {:+.2} ms",
-            self.latency_interval_ms, self.quiet.p99_ms, self.during.p99_ms, self.added_p99_ms
+            "stream p99 submit-to-start (one job every {} ms over {} connections): \
+             {:.2} ms before slots, {:.2} ms while firing: {:+.2} ms",
+            self.latency_interval_ms,
+            self.stream_senders,
+            self.quiet.p99_ms,
+            self.during.p99_ms,
+            self.added_p99_ms
         );
         for b in &self.client_bursts {
             let _ = writeln!(
