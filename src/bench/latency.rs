@@ -2,8 +2,10 @@
 //! meets an idle pipeline and its latency is not queueing behind the others.
 //!
 //! Submit-to-start is measured in this process: from just before the
-//! `Submit` is written to the moment the `bench.timed` task starts on a
-//! worker (both `Instant`s, microsecond resolution). Submit-to-done is the
+//! `Submit` is written (or from when the job fell due, if its connection
+//! still waited for an earlier answer then) to the moment the
+//! `bench.timed` task starts on a worker (both `Instant`s, microsecond
+//! resolution). Submit-to-done is the
 //! coordinator's own record, terminal `updated_at` minus `submitted_at`
 //! (millisecond resolution): it includes the commit of the result.
 
