@@ -105,6 +105,13 @@ pub struct Pace<'a> {
     pub template: &'a SubmitRequest,
 }
 
+impl Pace<'_> {
+    /// `senders`, at least one.
+    fn connections(&self) -> u32 {
+        self.senders.max(1)
+    }
+}
+
 /// Submits `pace.jobs` jobs one every `pace.interval` (over `client` alone,
 /// or over `pace.senders` connections to `addr`), waits for all of them to
 /// finish (asking over `client`), and returns each one's submit-to-start.
@@ -115,10 +122,9 @@ pub fn paced_samples(
     start_times: &StartTimes,
 ) -> Result<Vec<PacedSample>, BenchError> {
     let (base, _) = finished_counts(client, &pace.template.task_type)?;
-    let senders = pace.senders.max(1);
-    let mut sent = match senders {
+    let mut sent = match pace.connections() {
         1 => send_paced(client, pace, 0, Instant::now())?,
-        _ => {
+        senders => {
             let mut clients = (0..senders)
                 .map(|_| Client::connect_with(connect.0, connect.1))
                 .collect::<Result<Vec<_>, _>>()?;
@@ -167,7 +173,7 @@ fn send_paced(
     k: u32,
     began: Instant,
 ) -> Result<Vec<(JobId, Instant)>, BenchError> {
-    let senders = pace.senders.max(1);
+    let senders = pace.connections();
     let mut sent = Vec::with_capacity((pace.jobs / senders + 1) as usize);
     let mut answered = began;
     for i in (k..pace.jobs).step_by(senders as usize) {
