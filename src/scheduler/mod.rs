@@ -20,6 +20,7 @@ pub mod retention;
 pub mod retry;
 pub mod row;
 pub mod schedule;
+pub mod sharded_map;
 pub mod state;
 pub mod submission;
 pub mod sweep;

@@ -15,6 +15,7 @@ use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
 use crate::scheduler::retention::{FinishedJobs, Retention};
 use crate::scheduler::retry::RetryPolicy;
+use crate::scheduler::sharded_map::ShardedMap;
 use crate::scheduler::timeline::Timeline;
 use crate::scheduler::workers::{SessionId, WorkerRegistry};
 use slog::{error, Logger};
@@ -140,8 +141,9 @@ pub struct CoordinatorState {
     /// two concurrent submissions with one key can never both create a
     /// job, and no submit answer waits on a read. It is bounded by
     /// retention: a key leaves with its job when the job expires, and
-    /// recovery loads only the keys of stored jobs.
-    pub(super) idempotency: HashMap<String, JobId>,
+    /// recovery loads only the keys of stored jobs. Sharded, so its growth
+    /// never stalls a step for a rehash of every key.
+    pub(super) idempotency: ShardedMap<String, JobId>,
     /// Jobs changed since the last `take_dirty`; see `DirtyRows`.
     pub(super) dirty: DirtyRows,
     pub(super) effects: Vec<Effect>,
@@ -190,7 +192,7 @@ impl CoordinatorState {
             next_sequence: 1,
             latest_submission: i64::MIN,
             active_jobs: 0,
-            idempotency: HashMap::default(),
+            idempotency: ShardedMap::default(),
             dirty: DirtyRows::default(),
             effects: Vec::new(),
             metrics: Metrics::default(),
