@@ -5,10 +5,10 @@
 //! size, inside the insert that crossed the line: work that grows with
 //! everything the map holds, done by whichever coordinator step happened
 //! to insert. The idempotency map holds a key for every job the database
-//! still holds (600,000 after an hour of 10,000 schedules firing
-//! each minute, millions with a long retention), and its doublings past
-//! 28,000 and 57,000 keys stalled a schedule pass for 4.6 to 6.5 ms
-//! (BENCHMARKS.md, "Schedules"). Split over `SHARDS` maps picked by hash, each insert
+//! still holds (600,000 after an hour of 10,000 schedules firing each
+//! minute, millions with a long retention), and its doublings past 28,000
+//! and 57,000 keys stalled a schedule pass for 4.6 to 6.5 ms (BENCHMARKS.md,
+//! "Schedules"). Split over `SHARDS` maps picked by hash, each insert
 //! rehashes at most one shard, about `1/SHARDS` of the entries; the shards
 //! grow at about the same time, but in different steps, with requests
 //! handled between them.
@@ -36,6 +36,13 @@ impl<K, V> Default for ShardedMap<K, V> {
             picker: Default::default(),
             len: 0,
         }
+    }
+}
+
+impl<K, V> ShardedMap<K, V> {
+    /// Every entry, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.shards.iter().flat_map(|shard| shard.iter())
     }
 }
 
@@ -80,11 +87,6 @@ impl<K: Eq + Hash, V> ShardedMap<K, V> {
         self.len == 0
     }
 
-    /// Every entry, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.shards.iter().flat_map(|shard| shard.iter())
-    }
-
     /// Entries the largest shard has room for: the most one insert can
     /// rehash.
     pub fn largest_shard_capacity(&self) -> usize {
@@ -94,9 +96,7 @@ impl<K: Eq + Hash, V> ShardedMap<K, V> {
 
 impl<K: std::fmt::Debug, V: std::fmt::Debug> std::fmt::Debug for ShardedMap<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map()
-            .entries(self.shards.iter().flat_map(|shard| shard.iter()))
-            .finish()
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 
