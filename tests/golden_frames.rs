@@ -226,6 +226,7 @@ fn response_kind(r: &ClientResponse) -> &'static str {
         ClientResponse::Requeued { .. } => "requeued",
         ClientResponse::RequeueRefused { .. } => "requeue_refused",
         ClientResponse::Overloaded { .. } => "overloaded",
+        ClientResponse::NotDurable { .. } => "not_durable",
         ClientResponse::Pong => "pong",
         ClientResponse::Resolved { .. } => "resolved",
         ClientResponse::NoMatch { .. } => "no_match",
@@ -524,6 +525,9 @@ fn client_responses() -> Vec<ClientResponse> {
             kind: ScheduleRefusal::Invalid,
             field: Some("cron".into()),
             reason: "cron: Component error: Number out of bounds.".into(),
+        },
+        ClientResponse::NotDurable {
+            reason: "the commit carrying this request failed: database t.db: disk is full".into(),
         },
     ]
 }

@@ -1,7 +1,9 @@
-//! A database that refuses writes is an outage, not a hang: answers stay
-//! held (nothing undurable is revealed), `/readyz` and `/metrics` say why,
-//! commits are retried until one succeeds, and a stop still ends within
-//! `shutdown-timeout-millis`. The failure is real: another connection holds
+//! A database that refuses writes is an outage, not a hang: held answers
+//! are failed as not durable (nothing undurable is revealed), `/readyz`
+//! and `/metrics` say why, commits are retried until one succeeds, and a
+//! stop still ends within `shutdown-timeout-millis`. A commit the database
+//! refuses for good (a row written behind the coordinator's back) ends the
+//! process with exit 3, and a restart recovers from the database. The failure is real: another connection holds
 //! SQLite's write lock, so every commit gets "database is locked". A
 //! database that cannot be written at all is refused at start-up.
 
@@ -13,9 +15,9 @@ use rusqlite::Connection;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use taskyard::client::Client;
+use taskyard::client::{Client, ClientError};
 use taskyard::config::CoordinatorConfig;
-use taskyard::protocol::SubmitAnswer;
+use taskyard::protocol::{SubmitAnswer, SubmitRequest};
 
 /// Takes SQLite's write lock on `db` until the connection is dropped.
 fn lock_writes(db: &Path) -> Connection {
@@ -32,7 +34,7 @@ fn metric(http: &Http, name: &str) -> Option<f64> {
 }
 
 #[test]
-fn a_locked_database_holds_answers_makes_readyz_say_why_and_recovers_when_released() {
+fn a_locked_database_fails_held_answers_makes_readyz_say_why_and_recovers_when_released() {
     let dir = tempfile::tempdir().expect("temp dir");
     let coordinator = start_coordinator(coordinator_config(dir.path()));
     let http = Http::new(coordinator.http_addr.expect("http on"));
@@ -40,10 +42,17 @@ fn a_locked_database_holds_answers_makes_readyz_say_why_and_recovers_when_releas
     let lock = lock_writes(&dir.path().join("taskyard.db"));
 
     let addr = coordinator.client_addr.to_string();
-    let submitted = std::thread::spawn(move || {
-        let mut client = Client::connect(&addr).expect("connect");
-        client.submit(jobs::sleep_job(1)).expect("answered")
-    });
+    let keyed = SubmitRequest {
+        idempotency_key: Some("during-the-outage".into()),
+        ..jobs::sleep_job(1)
+    };
+    let submitted = {
+        let (addr, keyed) = (addr.clone(), keyed.clone());
+        std::thread::spawn(move || {
+            let mut client = Client::connect(&addr).expect("connect");
+            client.submit(keyed)
+        })
+    };
     // Until the submit arrives /readyz may say ready; then SQLite waits up
     // to its busy timeout (5 s) for the lock before the commit fails, and
     // meanwhile /readyz times out (503).
@@ -67,17 +76,23 @@ fn a_locked_database_holds_answers_makes_readyz_say_why_and_recovers_when_releas
     );
     let failures = metric(&http, "taskyard_persistence_commit_failures_total");
     assert!(failures.is_some_and(|n| n >= 1.0), "{failures:?}");
-    assert!(!submitted.is_finished(), "the submit is not durable yet");
+    // The failed commit answered the submit: its outcome is unknown.
+    match submitted.join().expect("submit thread") {
+        Err(ClientError::NotDurable(reason)) => {
+            assert!(reason.contains("database is locked"), "{reason}")
+        }
+        other => panic!("expected NotDurable, got {other:?}"),
+    }
 
     drop(lock);
-    let answer = submitted.join().expect("submit thread");
-    assert!(
-        matches!(answer, SubmitAnswer::Accepted { .. }),
-        "{answer:?}"
-    );
     wait_until("ready again", Duration::from_secs(10), || {
         http.get("/readyz").status == 200
     });
+    // The retried commit stored it: the same key finds that one job.
+    let mut client = Client::connect(&addr).expect("connect");
+    let again = client.submit(keyed).expect("answered");
+    assert!(matches!(again, SubmitAnswer::Accepted { .. }), "{again:?}");
+    assert_eq!(db::job_count(&dir.path().join("taskyard.db")), 1);
     assert_eq!(
         metric(&http, "taskyard_persistence_commits_failing"),
         Some(0.0)
@@ -205,4 +220,99 @@ fn a_database_that_cannot_be_written_is_refused_at_start_naming_the_file() {
         "{stderr}"
     );
     assert!(stderr.contains("readonly"), "{stderr}");
+}
+
+/// Writes a finished job holding idempotency key `key` into `db` behind
+/// the coordinator's back; returns its id.
+fn write_behind_the_back(db: &Path, key: &str) -> String {
+    let id = uuid::Uuid::now_v7().to_string();
+    common::db::open(db)
+        .execute(
+            "INSERT INTO jobs (id, task_type, payload, submitted_at, state, attempts, \
+             max_attempts, timeout_ms, idempotency_key, updated_at, finished_at, sequence) \
+             VALUES (?1, 'echo', x'80', 1, 'SUCCEEDED', 1, 3, 1000, ?2, 1, 1, 999999)",
+            rusqlite::params![id, key],
+        )
+        .expect("write behind the back");
+    id
+}
+
+#[test]
+fn a_commit_refused_for_good_fails_the_answer_says_why_exits_3_and_a_restart_recovers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("taskyard.db");
+    let log_path = dir.path().join("coordinator.log");
+    let (client_addr, http_addr) = (free_port(), free_port());
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_taskyard-coordinator"))
+            .arg("--db-path")
+            .arg(&db)
+            .args(["--client-listen", &client_addr.to_string()])
+            .args(["--worker-listen", "127.0.0.1:0"])
+            .args(["--http-listen", &http_addr.to_string()])
+            .args(["--sqlite-preallocate-wal", "false"])
+            .stdout(Stdio::null())
+            .stderr(common::processes::append_log(&log_path))
+            .spawn()
+            .expect("start coordinator")
+    };
+    let mut process = start();
+    let addr = client_addr.to_string();
+    let mut client = jobs::connect_within(&addr, Duration::from_secs(10));
+    let theirs = write_behind_the_back(&db, "clash");
+
+    // /readyz is watched from before the commit fails until the process ends.
+    let http = Http::new(http_addr);
+    let watcher = std::thread::spawn(move || {
+        let started = Instant::now();
+        let mut said = String::new();
+        while started.elapsed() < Duration::from_secs(15) && said.is_empty() {
+            let ready = std::panic::catch_unwind(|| http.get("/readyz"));
+            if let Ok(ready) = ready {
+                let error = ready.json()["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if ready.status == 503 && error.contains("refused") {
+                    said = error;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        said
+    });
+    let clash = SubmitRequest {
+        idempotency_key: Some("clash".into()),
+        ..jobs::sleep_job(1)
+    };
+    let answered = Instant::now();
+    match client.submit(clash.clone()) {
+        Err(ClientError::NotDurable(reason)) => assert!(reason.contains("UNIQUE"), "{reason}"),
+        other => panic!("expected NotDurable, got {other:?}"),
+    }
+    assert!(answered.elapsed() < Duration::from_secs(5));
+    let mut status = None;
+    wait_until("the coordinator exits", Duration::from_secs(10), || {
+        status = process.try_wait().expect("wait");
+        status.is_some()
+    });
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    assert_eq!(status.and_then(|s| s.code()), Some(3), "{log}");
+    assert!(log.contains("the database refused a commit"), "{log}");
+    assert!(log.contains("UNIQUE constraint failed"), "{log}");
+    let said = watcher.join().expect("watcher");
+    assert!(
+        said.contains("UNIQUE constraint failed"),
+        "/readyz said: {said:?}"
+    );
+
+    // A restart reads what the database holds: the key names their job.
+    let mut process = start();
+    let mut client = jobs::connect_within(&addr, Duration::from_secs(10));
+    match client.submit(clash).expect("answered") {
+        SubmitAnswer::Accepted { job_id, .. } => assert_eq!(job_id.to_string(), theirs),
+        other => panic!("{other:?}"),
+    }
+    let _ = process.kill();
+    let _ = process.wait();
 }

@@ -3,8 +3,9 @@
 //! every slot is due to fire) runs for about 20 s while the coordinator is
 //! killed with SIGKILL three times and started again. Afterwards the
 //! database must hold exactly one job per slot, for every slot from the
-//! first to the last with none missing, and no commit may have failed
-//! (a second job for a slot would be refused by the key's unique index).
+//! first to the last with none missing, its stored fired count must say
+//! as many, and no commit may have failed (a second job for a slot would
+//! be refused by the key's unique index).
 
 mod common;
 
@@ -89,6 +90,16 @@ fn kill_9_three_times_fires_every_slot_exactly_once() {
             pair[1]
         );
     }
+    let stored_fired: Vec<i64> = db::rows(
+        &db,
+        "SELECT fired FROM schedules WHERE name = 'tick'",
+        |r| r.get(0),
+    );
+    assert_eq!(
+        stored_fired,
+        vec![slots.len() as i64],
+        "the fired count survives every crash, one per slot stored"
+    );
     assert!(
         !text.contains("commit failed") && !text.contains("UNIQUE"),
         "no commit failed (a slot submitted twice would):\n{text}"

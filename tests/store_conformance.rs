@@ -293,6 +293,7 @@ fn a_job_written_twice_in_a_batch_keeps_its_later_row(b: &Backend) {
     store
         .commit(&[requeued, JobRow::whole(&a)])
         .expect("commit");
+    drop(store);
     let stored = b.store().load_for_recovery(10).expect("load");
     assert_eq!(stored.jobs, vec![a]);
     assert_eq!(count_of(&stored, JobState::Cancelled), 0);
@@ -321,6 +322,7 @@ fn a_failed_batch_leaves_nothing(b: &Backend) {
     assert!(!err.is_fenced(), "{err}");
     let next = job(3, JobState::Queued);
     store.commit(&rows(&[&next])).expect("a fresh transaction");
+    drop(store);
     let stored = b.store().load_for_recovery(10).expect("load");
     assert_eq!(stored.jobs, vec![next], "only the later batch is stored");
     let keys: Vec<&str> = stored.idempotency.iter().map(|(k, _)| k.as_str()).collect();
@@ -476,6 +478,7 @@ fn expiry_deletes_old_finished_jobs_with_attempts_and_counts(b: &Backend) {
         .collect();
     assert_eq!(keys, vec![Some("key-1".to_string())]);
     assert_eq!(b.attempt_rows(), 0, "attempts deleted with their job");
+    drop(store);
     let stored = b.store().load_for_recovery(10).expect("load");
     assert_eq!(
         count_of(&stored, JobState::Succeeded),
@@ -561,11 +564,12 @@ fn named_finished_jobs_are_deleted_with_attempts_and_counts(b: &Backend) {
     let mut reader = b.reader();
     assert_eq!(reader.job(done.id).expect("read"), None);
     assert!(reader.job(active.id).expect("read").is_some());
+    assert_eq!(store.delete_finished(&[]).expect("delete"), Some(vec![]));
+    drop(store);
     let stored = b.store().load_for_recovery(10).expect("load");
     assert_eq!(count_of(&stored, JobState::Succeeded), 0);
     assert_eq!(count_of(&stored, JobState::Failed), 0);
     assert_eq!(count_of(&stored, JobState::Queued), 2);
-    assert_eq!(store.delete_finished(&[]).expect("delete"), Some(vec![]));
 }
 
 fn history_pages_filter_by_priority_and_id_prefix_in_either_order(b: &Backend) {
@@ -638,13 +642,15 @@ fn nightly(updated_at: i64) -> StoredSchedule {
         },
         last_slot: None,
         updated_at,
+        fired: 0,
     }
 }
 
 /// A schedule is stored whole and read back after a reopen; a job whose
-/// key names one of its slots moves its `last_slot` with the job's own
-/// commit (never backwards, and not for a failed batch or a trigger's
-/// key); a rewrite keeps the newest slot; a delete removes it.
+/// key names one of its slots moves its `last_slot` and its fired count
+/// with the job's own commit (never backwards, and not for a failed batch
+/// or a trigger's key); a rewrite keeps the newest slot and the count; a
+/// delete removes it.
 fn schedules_are_stored_and_their_slots_move_with_their_jobs(b: &Backend) {
     let mut store = b.store();
     store
@@ -665,27 +671,29 @@ fn schedules_are_stored_and_their_slots_move_with_their_jobs(b: &Backend) {
     let loaded = store.load_schedules().expect("load");
     let expected = StoredSchedule {
         last_slot: Some(slot),
+        fired: 2,
         ..nightly(7)
     };
     assert_eq!(loaded, vec![expected.clone()]);
-    // A rewrite from memory that has not seen the slot keeps it.
+    // A rewrite from memory that has not seen the slot keeps it, and the count.
     store
         .write_schedule(&ScheduleWrite::Put(Box::new(nightly(8))))
         .expect("put");
-    assert_eq!(
-        store.load_schedules().expect("load")[0].last_slot,
-        Some(slot)
-    );
+    let rewritten = &store.load_schedules().expect("load")[0];
+    assert_eq!((rewritten.last_slot, rewritten.fired), (Some(slot), 2));
     // A failed batch records nothing.
     let mut later = job(4, JobState::Queued);
     later.idempotency_key = Some("schedule:nightly:2026-12-07T02:00:00Z".into());
     let mut clash = job(5, JobState::Queued);
     clash.idempotency_key = fired.idempotency_key.clone();
     assert!(store.commit(&rows(&[&later, &clash])).is_err());
-    assert_eq!(
-        store.load_schedules().expect("load")[0].last_slot,
-        Some(slot)
-    );
+    let unchanged = &store.load_schedules().expect("load")[0];
+    assert_eq!((unchanged.last_slot, unchanged.fired), (Some(slot), 2));
+    // Later rows of a fired job (assigned, finished) count nothing again.
+    let mut running = fired.clone();
+    running.state = JobState::Running;
+    store.commit(&rows(&[&running])).expect("commit");
+    assert_eq!(store.load_schedules().expect("load")[0].fired, 2);
     store
         .write_schedule(&ScheduleWrite::Delete("nightly".into()))
         .expect("delete");

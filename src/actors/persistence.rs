@@ -214,8 +214,8 @@ mod tests {
             .await
             .expect("answered")
             .expect("a fresh transaction");
-        let stored = JobStore::open(&path, Synchronous::Full)
-            .expect("reopen")
+        let stored = JobStore::open_beside_owner(&path)
+            .expect("second connection")
             .load_all()
             .expect("load");
         let sequences: Vec<u64> = stored.iter().map(|j| j.sequence).collect();

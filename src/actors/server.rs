@@ -79,10 +79,12 @@ impl CoordinatorServer {
     ) -> Result<CoordinatorServer, StartError> {
         let started = Instant::now();
         let mut listeners = Listeners::from_config(config)?;
+        // The store first: a database another coordinator owns is refused
+        // before this one says anything else.
+        let (mut store, stored, postgres_readers) = open_and_load(config, &log)?;
         listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
         let worker_unwritten = listeners.worker.unwritten.clone();
-        let (mut store, stored, postgres_readers) = open_and_load(config, &log)?;
         let mut state = CoordinatorState::for_config(config, log.clone());
         let recovery = state.recover_stored(stored, clock.now());
         schedules_at_start(&mut store, &mut state, config, clock.now(), &log)?;
@@ -131,6 +133,9 @@ impl CoordinatorServer {
             }
             None => None,
         };
+        if config.store == StoreKind::Sqlite {
+            record_owner(config, &client_addr, &worker_addr, http_addr, &log);
+        }
         info!(log, "coordinator listening"; "clients" => %client_addr, "workers" => %worker_addr,
               "http" => http_addr.map_or_else(|| "off".to_string(), |a| a.to_string()));
         Ok(CoordinatorServer {
@@ -142,6 +147,23 @@ impl CoordinatorServer {
             client_unwritten,
             worker_unwritten,
         })
+    }
+}
+
+/// Writes this coordinator's addresses into the database's lock file, so
+/// a second coordinator started on the same file can say whom it found.
+/// Only advice: a failure is a warning.
+fn record_owner(
+    config: &CoordinatorConfig,
+    client: &SocketAddr,
+    worker: &SocketAddr,
+    http: Option<SocketAddr>,
+    log: &Logger,
+) {
+    let http = http.map_or_else(|| "off".to_string(), |a| a.to_string());
+    let addresses = format!("clients {client}, workers {worker}, http {http}");
+    if let Err(e) = crate::store::owner_lock::record_addresses(&config.db_path, &addresses) {
+        warn!(log, "cannot record this coordinator's addresses in the lock file"; "error" => %e);
     }
 }
 
@@ -555,6 +577,21 @@ pub enum StopOutcome {
     /// committed (the coordinator logged how many) and their answers were
     /// never sent.
     NotDurable,
+    /// The coordinator had already ended by itself: the database refused
+    /// a commit for good (logged with the database's words). Nothing it
+    /// had not committed was acknowledged; a restart recovers.
+    CommitRefused,
+}
+
+impl StopOutcome {
+    /// The outcome an actor system's exit code stands for.
+    pub(crate) fn of_exit_code(code: i32) -> StopOutcome {
+        match code {
+            0 => StopOutcome::Durable,
+            crate::actors::coordinator::COMMIT_REFUSED_EXIT_CODE => StopOutcome::CommitRefused,
+            _ => StopOutcome::NotDurable,
+        }
+    }
 }
 
 /// Runs what `start` starts on an actix system of its own, on a thread
@@ -613,10 +650,13 @@ impl CoordinatorHandle {
     /// `shutdown-timeout-millis` even when commits keep failing.
     pub fn stop(mut self) -> StopOutcome {
         self.coordinator.do_send(Shutdown);
-        match self.join() {
-            0 => StopOutcome::Durable,
-            _ => StopOutcome::NotDurable,
-        }
+        StopOutcome::of_exit_code(self.join())
+    }
+
+    /// True once the coordinator ended by itself (see
+    /// [`StopOutcome::CommitRefused`]); `stop` then says how.
+    pub fn has_ended(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
     /// Abrupt stop, like a crash of the process's actors: nothing pending

@@ -9,6 +9,7 @@
 
 mod cluster;
 mod cpu;
+pub mod history;
 mod idle;
 mod latency;
 mod load;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use taskyard::actors::node::NodeHandle;
 use taskyard::actors::{CoordinatorHandle, StopOutcome};
 use taskyard::config::{load, CoordinatorOptions, StoreKind};
+use taskyard::signals::Waited;
 
 /// What runs: one coordinator (SQLite), or a node that leads in terms.
 enum Running {
@@ -22,6 +23,14 @@ impl Running {
             Running::Node(handle) => handle.stop(),
         }
     }
+
+    /// True once it ended by itself (the database refused a commit).
+    fn has_ended(&self) -> bool {
+        match self {
+            Running::Single(handle) => handle.has_ended(),
+            Running::Node(handle) => handle.has_ended(),
+        }
+    }
 }
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
@@ -32,7 +41,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Runs the taskyard coordinator. Every config key is also a flag; flags
 /// override the file. Exit codes: 0 stopped cleanly, 1 stopped after
 /// shutdown-timeout-millis with changes not durable (commits failing), 2 bad
-/// config or cannot start (database, listen address).
+/// config or cannot start (database, listen address), 3 the database refused
+/// a commit for good (memory no longer matched it: restart to recover).
 #[derive(Parser)]
 #[command(name = "taskyard-coordinator", version)]
 struct Args {
@@ -61,10 +71,11 @@ fn main() -> ExitCode {
         Ok(handle) => handle,
         Err(e) => return fail(e),
     };
-    if let Err(e) = taskyard::signals::wait_for_shutdown_signal() {
-        slog::error!(log, "cannot wait for signals; stopping"; "error" => %e);
+    match taskyard::signals::wait_for_shutdown_signal_or_end(|| coordinator.has_ended()) {
+        Ok(Waited::Signal) => slog::info!(log, "signal received; stopping"),
+        Ok(Waited::Ended) => {}
+        Err(e) => slog::error!(log, "cannot wait for signals; stopping"; "error" => %e),
     }
-    slog::info!(log, "signal received; stopping");
     let stopped = coordinator.stop();
     // The persistence thread may still hold a logger clone (blocked on the
     // database): wait for every line, the last one included, to be written.
@@ -73,6 +84,8 @@ fn main() -> ExitCode {
         StopOutcome::Durable => ExitCode::SUCCESS,
         // The coordinator logged how many changes were not durable.
         StopOutcome::NotDurable => ExitCode::from(1),
+        // The coordinator logged what the database refused.
+        StopOutcome::CommitRefused => ExitCode::from(3),
     }
 }
 

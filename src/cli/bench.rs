@@ -113,6 +113,20 @@ pub enum BenchWhat {
     /// What schedules cost: idle CPU with many schedules, and ordinary
     /// jobs' latency while all of them fire at once.
     Schedules(ScheduleBenchArgs),
+    /// What a history page costs on a large SQLite database: each
+    /// filter's first and tenth page, both orders, and a plain page while
+    /// 8 readers run the slowest filter.
+    History(HistoryBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryBenchArgs {
+    /// Finished jobs to store first (1% FAILED, four task types, three priorities).
+    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
+    pub finished: u64,
+    /// Keep the database in this (new) file instead of a temporary one.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -195,6 +209,7 @@ pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
         Some(BenchWhat::Schedules(ref schedules)) => {
             return run_schedules(ctx, &args, schedules, args.log_level)
         }
+        Some(BenchWhat::History(history)) => return run_history(ctx, history),
         None => {}
     }
     if ctx.coordinator_given && args.store.store == StoreKind::Postgres {
@@ -281,6 +296,36 @@ fn options(ctx: &Context, args: &BenchArgs) -> BenchOptions {
         seed_expired: args.seed_expired,
         schedules: 0,
     }
+}
+
+/// `bench history`: seeds a database, times history pages on it, reports.
+fn run_history(ctx: &Context, args: HistoryBenchArgs) -> Result<Exit, CliError> {
+    let temp = tempfile_dir()?;
+    let db = match args.db {
+        Some(db) if db.exists() => {
+            return Err(CliError::BadArgument(format!(
+                "--db {}: the file exists; bench history seeds a new one",
+                db.display()
+            )))
+        }
+        Some(db) => db,
+        None => temp.join("history.db"),
+    };
+    let report = bench::history::run(&db, args.finished)
+        .map_err(|e| CliError::Setup(format!("bench history: {e}")));
+    if db.starts_with(&temp) {
+        let _ = std::fs::remove_dir_all(&temp);
+    }
+    let report = report?;
+    print(ctx, &report, || report.to_text())
+}
+
+/// A new directory under the system's temporary directory.
+fn tempfile_dir() -> Result<std::path::PathBuf, CliError> {
+    let dir = std::env::temp_dir().join(format!("taskyard-bench-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| CliError::Setup(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir)
 }
 
 /// `bench recovery`: seeds a database, times start-ups on it, reports.

@@ -1,10 +1,11 @@
 //! `taskyard dev`: a coordinator and embedded workers in one process, for
 //! trying taskyard locally. Stops cleanly on Ctrl-C.
 
-use crate::actors::{CoordinatorHandle, StopOutcome};
+use crate::actors::{CoordinatorHandle, StartError, StopOutcome};
 use crate::cli::{output, CliError, Context, Exit};
 use crate::config::{load, CoordinatorOptions, WorkerConfig};
 use crate::protocol::limits::{self, Range};
+use crate::store::StoreErrorKind;
 use crate::worker::WorkerHandle;
 use clap::Args;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -21,19 +22,45 @@ pub struct DevArgs {
     /// Task slots per embedded worker (1 to the config's max-worker-capacity).
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub capacity: u32,
+    /// SQLite database file (default: the config's db-path,
+    /// taskyard-data/taskyard.db).
+    #[arg(long, value_name = "FILE")]
+    pub db_path: Option<PathBuf>,
+    /// Port of the client listener on 127.0.0.1 (default 7400; 0: any free port).
+    #[arg(long, value_name = "PORT")]
+    pub client_port: Option<u16>,
+    /// Port of the worker listener on 127.0.0.1 (default 7401; 0: any free port).
+    #[arg(long, value_name = "PORT")]
+    pub worker_port: Option<u16>,
+    /// Port of the HTTP API and dashboard on 127.0.0.1 (default 7480; 0: any free port).
+    #[arg(long, value_name = "PORT")]
+    pub http_port: Option<u16>,
+}
+
+impl DevArgs {
+    /// The coordinator keys these flags set; they override the config file.
+    fn overrides(&self) -> CoordinatorOptions {
+        let local = |port: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        CoordinatorOptions {
+            db_path: self.db_path.clone(),
+            client_listen: self.client_port.map(local),
+            worker_listen: self.worker_port.map(local),
+            http_listen: self.http_port.map(|port| local(port).to_string()),
+            ..Default::default()
+        }
+    }
 }
 
 /// Runs until SIGINT/SIGTERM, then stops workers and the coordinator.
 /// With `--json` the banner is one JSON line (`banner_json`) and nothing
 /// else is printed on stdout.
 pub fn run(ctx: &Context, args: DevArgs) -> Result<Exit, CliError> {
-    let config = load::<CoordinatorOptions>(args.config.as_deref(), Default::default())
+    let config = load::<CoordinatorOptions>(args.config.as_deref(), args.overrides())
         .map_err(|e| CliError::Setup(e.to_string()))?;
     check_args(&args, config.max_worker_capacity)?;
     let log = crate::logging::build_logger(config.log_level, config.log_format);
     let db = config.db_path.clone();
-    let coordinator = CoordinatorHandle::spawn(config, log.clone())
-        .map_err(|e| CliError::Setup(e.to_string()))?;
+    let coordinator = CoordinatorHandle::spawn(config, log.clone()).map_err(not_started)?;
     let workers: Vec<WorkerHandle> = (1..=args.workers)
         .map(|i| {
             let config = WorkerConfig {
@@ -56,8 +83,10 @@ pub fn run(ctx: &Context, args: DevArgs) -> Result<Exit, CliError> {
         true => output::emit(&banner.json().to_string())?,
         false => output::emit(&banner.text())?,
     }
-    let waited = crate::signals::wait_for_shutdown_signal();
-    output::warn("\nstopping...");
+    let waited = crate::signals::wait_for_shutdown_signal_or_end(|| coordinator.has_ended());
+    if matches!(waited, Ok(crate::signals::Waited::Signal)) {
+        output::warn("\nstopping...");
+    }
     for worker in workers {
         worker.stop();
     }
@@ -68,6 +97,28 @@ pub fn run(ctx: &Context, args: DevArgs) -> Result<Exit, CliError> {
         StopOutcome::NotDurable => Err(CliError::Setup(
             "stopped before every change was durable (see the log)".into(),
         )),
+        StopOutcome::CommitRefused => Err(CliError::Setup(
+            "the database refused a commit (see the log); start dev again to recover from it"
+                .into(),
+        )),
+    }
+}
+
+/// Why `dev` could not start, in its own words where a newcomer needs
+/// a next step: another `dev` (or coordinator) on the same database, or
+/// a port already taken.
+fn not_started(e: StartError) -> CliError {
+    match e {
+        StartError::Store(e) if e.kind == StoreErrorKind::InUse => CliError::Setup(format!(
+            "another taskyard already runs on this database ({e}); stop it, or start \
+             this one with --db-path OTHER.db and free ports (--client-port, \
+             --worker-port, --http-port; 0 picks any)"
+        )),
+        StartError::Bind { key, addr, reason } => CliError::Setup(format!(
+            "cannot listen on {addr} ({key}): {reason}; is another taskyard running? \
+             Pick free ports with --client-port, --worker-port, --http-port (0 picks any)"
+        )),
+        other => CliError::Setup(other.to_string()),
     }
 }
 
@@ -164,6 +215,10 @@ mod tests {
             config: None,
             workers,
             capacity,
+            db_path: None,
+            client_port: None,
+            worker_port: None,
+            http_port: None,
         }
     }
 

@@ -41,6 +41,10 @@ pub enum ClientError {
     /// A per-connection limit refused the request; it was not run.
     #[error("coordinator overloaded: {0}")]
     Overloaded(String),
+    /// The commit carrying the request failed: whether it took effect is
+    /// unknown until the coordinator is ready again (see `/readyz`).
+    #[error("{0}")]
+    NotDurable(String),
     /// The coordinator answered `Hello` with a protocol version we do not speak.
     #[error("coordinator speaks protocol version {theirs}, this client speaks {ours}")]
     VersionMismatch { ours: u32, theirs: u32 },

@@ -573,6 +573,7 @@ impl Client {
         let other = |got| format!("answer to request {got} while waiting for {id}");
         match response_to(id, frame, other)? {
             ClientResponse::Overloaded { reason } => Err(ClientError::Overloaded(reason)),
+            ClientResponse::NotDurable { reason } => Err(ClientError::NotDurable(reason)),
             ClientResponse::AnswerTooLarge { size, max } => {
                 Err(ClientError::AnswerTooLarge { size, max })
             }
@@ -802,6 +803,7 @@ fn unexpected(expected: &str, got: &ClientResponse) -> ClientError {
         ClientResponse::Requeued { .. } => "Requeued",
         ClientResponse::RequeueRefused { .. } => "RequeueRefused",
         ClientResponse::Overloaded { .. } => "Overloaded",
+        ClientResponse::NotDurable { .. } => "NotDurable",
         ClientResponse::Pong => "Pong",
         ClientResponse::Chunk(_) => "Chunk",
         ClientResponse::ChunkRefused { .. } => "ChunkRefused",

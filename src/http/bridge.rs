@@ -40,6 +40,10 @@ pub enum BridgeError {
     /// once recovery is done.
     #[error("recovering from the database after winning the leader lease (epoch {0})")]
     Recovering(u64),
+    /// The commit carrying the request failed (the reason says why):
+    /// whether it took effect is unknown until `/readyz` is ready again.
+    #[error("{0}")]
+    NotDurable(String),
 }
 
 /// `standby: NODE leads (client ADDR, http ADDR)`, or that none is known.
@@ -186,7 +190,10 @@ impl CoordinatorLink {
             request,
         };
         coordinator.send(command).await.map_err(stopped)?;
-        wait(rx, ANSWER_TIMEOUT).await
+        match wait(rx, ANSWER_TIMEOUT).await? {
+            ClientResponse::NotDurable { reason } => Err(BridgeError::NotDurable(reason)),
+            response => Ok(response),
+        }
     }
 
     /// Sends a `Query` and waits (at most `within`) for its durable answer.
@@ -196,6 +203,7 @@ impl CoordinatorLink {
         within: Duration,
     ) -> Result<QueryResult, BridgeError> {
         let coordinator = self.coordinator()?;
+        let ready = matches!(query, QueryKind::Ready);
         let (tx, rx) = oneshot::channel();
         let request_id = self.bridge.send(ExpectQuery(tx)).await.map_err(stopped)?;
         let message = Query {
@@ -204,7 +212,11 @@ impl CoordinatorLink {
             query,
         };
         coordinator.send(message).await.map_err(stopped)?;
-        wait(rx, within).await
+        match wait(rx, within).await? {
+            // A failed commit answers any other query this way.
+            QueryResult::NotReady { reason } if !ready => Err(BridgeError::NotDurable(reason)),
+            result => Ok(result),
+        }
     }
 }
 

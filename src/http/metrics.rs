@@ -178,7 +178,7 @@ fn persistence(out: &mut String, m: &Metrics) {
         out,
         "taskyard_persistence_commits_failing",
         "gauge",
-        "1 while the last commit failed (an outage: answers are held), else 0.",
+        "1 while the last commit failed (an outage: requests are answered not durable), else 0.",
         u64::from(m.commits_failing),
     );
 }

@@ -465,6 +465,13 @@ pub enum ClientResponse {
     Overloaded {
         reason: String,
     },
+    /// The request was applied in memory, but the commit carrying it
+    /// failed (`reason`, naming the database's words): whether it took
+    /// effect is unknown until the coordinator is ready again. Sending it
+    /// again is safe with an idempotency key, or after a `status`.
+    NotDurable {
+        reason: String,
+    },
     /// The answer to `Ping`.
     Pong,
     /// The answer to `Resolve`: the one job the prefix names.

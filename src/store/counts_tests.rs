@@ -138,6 +138,7 @@ fn a_version_4_database_migrates_to_5_counting_its_finished_rows_once() {
             unfinished: Default::default(),
             checkpointer: None,
             staged_lost: None,
+            _owner: None,
         };
         commit_to_old_schema(&mut v4, &jobs);
     }

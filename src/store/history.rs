@@ -80,10 +80,13 @@ impl PageFilter {
     pub fn conditions(&self) -> Vec<(&'static str, Vec<FilterArg>)> {
         let mut out = Vec::new();
         if let Some(state) = self.state {
-            out.push((
-                "state = ?",
-                vec![FilterArg::Text(state.as_str().to_string())],
-            ));
+            // Finished rows always have a finish time; saying so lets the
+            // database use the index of finished jobs by state.
+            let sql = match state.is_terminal() {
+                true => "state = ? AND finished_at IS NOT NULL",
+                false => "state = ?",
+            };
+            out.push((sql, vec![FilterArg::Text(state.as_str().to_string())]));
         }
         if let Some(task_type) = &self.task_type {
             out.push(("task_type = ?", vec![FilterArg::Text(task_type.clone())]));
@@ -190,29 +193,7 @@ impl JobReader {
         columns: &str,
         read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
     ) -> Result<Vec<T>, StoreError> {
-        let mut conditions = Vec::new();
-        let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        for (sql, values) in filter.conditions() {
-            conditions.push(sql.to_string());
-            args.extend(values.into_iter().map(|value| match value {
-                FilterArg::Text(text) => text.into(),
-                FilterArg::Int(n) => n.into(),
-                FilterArg::Id(id) => id.to_string().into(),
-            }));
-        }
-        let (compare, order_by) = filter.order_sql();
-        if let Some((sequence, submitted_at, id)) = filter.before {
-            conditions.push(format!("(sequence, submitted_at, id) {compare} (?, ?, ?)"));
-            args.push((sequence as i64).into());
-            args.push(submitted_at.into());
-            args.push(id.to_string().into());
-        }
-        let filter_sql = match conditions.is_empty() {
-            true => String::new(),
-            false => format!("WHERE {}", conditions.join(" AND ")),
-        };
-        args.push((filter.limit.min(i64::MAX as usize) as i64).into());
-        let query = format!("SELECT {columns} FROM jobs {filter_sql} ORDER BY {order_by} LIMIT ?");
+        let (query, args) = page_query(filter, columns);
         let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
         let rows = stmt
             .query_map(params_from_iter(args), read)
@@ -230,3 +211,39 @@ impl JobReader {
         StoreError::sqlite(&self.path, e.to_string())
     }
 }
+
+/// The `SELECT` of `filter`'s page of `columns`, newest submission first
+/// (or oldest), and its arguments.
+pub(crate) fn page_query(
+    filter: &PageFilter,
+    columns: &str,
+) -> (String, Vec<rusqlite::types::Value>) {
+    let mut conditions = Vec::new();
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    for (sql, values) in filter.conditions() {
+        conditions.push(sql.to_string());
+        args.extend(values.into_iter().map(|value| match value {
+            FilterArg::Text(text) => text.into(),
+            FilterArg::Int(n) => n.into(),
+            FilterArg::Id(id) => id.to_string().into(),
+        }));
+    }
+    let (compare, order_by) = filter.order_sql();
+    if let Some((sequence, submitted_at, id)) = filter.before {
+        conditions.push(format!("(sequence, submitted_at, id) {compare} (?, ?, ?)"));
+        args.push((sequence as i64).into());
+        args.push(submitted_at.into());
+        args.push(id.to_string().into());
+    }
+    let filter_sql = match conditions.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {}", conditions.join(" AND ")),
+    };
+    args.push((filter.limit.min(i64::MAX as usize) as i64).into());
+    let query = format!("SELECT {columns} FROM jobs {filter_sql} ORDER BY {order_by} LIMIT ?");
+    (query, args)
+}
+
+#[cfg(test)]
+#[path = "history_plan_tests.rs"]
+mod history_plan_tests;

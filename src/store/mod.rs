@@ -6,6 +6,7 @@
 mod backend;
 mod expiry;
 pub mod history;
+pub mod owner_lock;
 pub mod postgres;
 mod read;
 pub mod schedules;
@@ -52,6 +53,13 @@ pub enum StoreErrorKind {
     /// The transaction was refused because the leader lease's epoch moved
     /// on: nothing was written, and this coordinator must step down.
     Fenced,
+    /// Another live coordinator owns the SQLite database (holds its lock):
+    /// nothing was read or written.
+    InUse,
+    /// The database refused the batch's contents for good (a constraint
+    /// violated by a row written behind the coordinator's back, a corrupt
+    /// or foreign file): nothing was written, and no retry can succeed.
+    Refused,
 }
 
 impl StoreError {
@@ -74,6 +82,45 @@ impl StoreError {
         StoreError {
             kind: StoreErrorKind::Fenced,
             ..StoreError::new(store, reason)
+        }
+    }
+
+    /// A failure of the SQLite database at `path` while `doing` something,
+    /// `Refused` when SQLite's code says retrying cannot help.
+    pub fn sqlite_failed(path: &Path, doing: &str, e: &rusqlite::Error) -> StoreError {
+        let kind = match e.sqlite_error_code() {
+            Some(
+                ErrorCode::ConstraintViolation
+                | ErrorCode::DatabaseCorrupt
+                | ErrorCode::NotADatabase
+                | ErrorCode::TypeMismatch,
+            ) => StoreErrorKind::Refused,
+            _ => StoreErrorKind::Failed,
+        };
+        StoreError {
+            kind,
+            ..StoreError::sqlite(path, format!("{doing}: {e}"))
+        }
+    }
+
+    /// The database refused the batch for good: retrying cannot succeed.
+    pub fn is_refused(&self) -> bool {
+        self.kind == StoreErrorKind::Refused
+    }
+
+    /// The SQLite database at `db` is owned by another coordinator, which
+    /// `holder` describes (from the lock file at `lock`).
+    pub fn in_use(db: &Path, lock: &Path, holder: &str) -> StoreError {
+        StoreError {
+            kind: StoreErrorKind::InUse,
+            ..StoreError::sqlite(
+                db,
+                format!(
+                    "in use by another coordinator ({holder}; lock file {}): \
+                     stop it first, or use another database",
+                    lock.display()
+                ),
+            )
         }
     }
 
@@ -102,6 +149,9 @@ pub struct JobStore {
     /// Why rows staged for the next batch were rolled back outside a
     /// commit (a failed schedule write): that batch's commit must fail.
     staged_lost: Option<String>,
+    /// This store's ownership of the database file, released when the
+    /// store is dropped (declared last: dropped after the connection).
+    _owner: Option<owner_lock::OwnerLock>,
 }
 
 /// WAL pages after which a commit checkpoints (see `JobStore::open`).
@@ -114,12 +164,35 @@ const BACKSTOP_PAGES: u64 = 4 * CHECKPOINT_PAGES;
 impl JobStore {
     /// Opens or creates the database (and its directory), checks it is
     /// readable, sets WAL mode and `synchronous`, and migrates the schema.
+    /// First takes the database's owner lock (`owner_lock`): while another
+    /// process has it open this fails at once with `StoreErrorKind::InUse`
+    /// and reads nothing.
     pub fn open(path: &Path, synchronous: Synchronous) -> Result<JobStore, StoreError> {
-        let fail = |reason: String| StoreError::sqlite(path, reason);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| fail(format!("cannot create directory {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::sqlite(
+                    path,
+                    format!("cannot create directory {}: {e}", dir.display()),
+                )
+            })?;
         }
+        let owner = owner_lock::OwnerLock::acquire(path)?;
+        JobStore::open_owned(path, synchronous, Some(owner))
+    }
+
+    /// A second connection to a database this test's store owns, to look
+    /// at what another connection sees.
+    #[cfg(test)]
+    pub(crate) fn open_beside_owner(path: &Path) -> Result<JobStore, StoreError> {
+        JobStore::open_owned(path, Synchronous::Full, None)
+    }
+
+    fn open_owned(
+        path: &Path,
+        synchronous: Synchronous,
+        owner: Option<owner_lock::OwnerLock>,
+    ) -> Result<JobStore, StoreError> {
+        let fail = |reason: String| StoreError::sqlite(path, reason);
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -158,6 +231,7 @@ impl JobStore {
             unfinished: Default::default(),
             checkpointer: None,
             staged_lost: None,
+            _owner: owner,
         })
     }
 

@@ -159,6 +159,7 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
             unfinished: Default::default(),
             checkpointer: None,
             staged_lost: None,
+            _owner: None,
         };
         commit_to_old_schema(&mut v3, &jobs);
     }
@@ -181,8 +182,11 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
         vec![
             "jobs_active",
             "jobs_finished_at",
+            "jobs_finished_state",
             "jobs_idempotency_key",
-            "jobs_order"
+            "jobs_order",
+            "jobs_priority_order",
+            "jobs_type_order"
         ]
     );
     let mut loaded = store.load_all().expect("load");

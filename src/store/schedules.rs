@@ -11,34 +11,57 @@ use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};
 use crate::scheduler::JobRow;
 use rusqlite::params;
 
-const UPSERT: &str = "INSERT INTO schedules (name, definition, last_slot, updated_at)
-    VALUES (?1, ?2, ?3, ?4)
+const UPSERT: &str = "INSERT INTO schedules (name, definition, last_slot, updated_at, fired)
+    VALUES (?1, ?2, ?3, ?4, ?5)
     ON CONFLICT (name) DO UPDATE SET definition = excluded.definition,
         last_slot = max(coalesce(schedules.last_slot, excluded.last_slot), coalesce(excluded.last_slot, schedules.last_slot)),
         updated_at = excluded.updated_at";
 const DELETE: &str = "DELETE FROM schedules WHERE name = ?1";
-const PROGRESS: &str =
-    "UPDATE schedules SET last_slot = max(coalesce(last_slot, ?2), ?2) WHERE name = ?1";
-const LOAD: &str = "SELECT name, definition, last_slot, updated_at FROM schedules ORDER BY name";
+const PROGRESS: &str = "UPDATE schedules SET last_slot = max(coalesce(last_slot, ?2), ?2),
+    fired = fired + ?3 WHERE name = ?1";
+const LOAD: &str =
+    "SELECT name, definition, last_slot, updated_at, fired FROM schedules ORDER BY name";
 
-/// The newest slot per schedule among the idempotency keys of `inserted`,
-/// the rows that give a job its first stored row: a slot is fired when its
-/// job first becomes durable, and the job's later rows (assigned, finished)
-/// have nothing to add.
+/// What the rows of one batch fired of one schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Progress<'a> {
+    pub name: &'a str,
+    /// The newest slot fired.
+    pub newest: i64,
+    /// Slots fired (jobs of this schedule's slots first stored).
+    pub fired: i64,
+}
+
+/// The newest slot and the number fired per schedule among the
+/// idempotency keys of `inserted`, the rows that give a job its first
+/// stored row: a slot is fired when its job first becomes durable, and the
+/// job's later rows (assigned, finished) have nothing to add.
 pub(crate) fn schedule_progress<'a>(
     inserted: impl IntoIterator<Item = &'a JobRow>,
-) -> Vec<(&'a str, i64)> {
-    let mut newest: Vec<(&str, i64)> = Vec::new();
+) -> Vec<Progress<'a>> {
+    let mut progress: Vec<Progress<'a>> = Vec::new();
     for (name, slot) in inserted
         .into_iter()
         .filter_map(|r| parse_slot_key(r.idempotency_key.as_deref()?))
     {
-        match newest.iter_mut().find(|(n, _)| *n == name) {
-            Some(entry) => entry.1 = entry.1.max(slot),
-            None => newest.push((name, slot)),
+        match progress.iter_mut().find(|p| p.name == name) {
+            Some(entry) => {
+                entry.newest = entry.newest.max(slot);
+                entry.fired += 1;
+            }
+            None => progress.push(Progress {
+                name,
+                newest: slot,
+                fired: 1,
+            }),
         }
     }
-    newest
+    progress
+}
+
+/// A fired count as the column stores it (saturating: never negative).
+pub(crate) fn fired_column(fired: u64) -> i64 {
+    i64::try_from(fired).unwrap_or(i64::MAX)
 }
 
 /// A definition as stored.
@@ -66,10 +89,12 @@ impl JobStore {
             .conn
             .prepare_cached(PROGRESS)
             .map_err(|e| self.error(e))?;
-        for (name, slot) in progress {
-            update.execute(params![name, slot]).map_err(|e| {
-                StoreError::sqlite(&self.path, format!("recording schedule {name}: {e}"))
-            })?;
+        for p in progress {
+            update
+                .execute(params![p.name, p.newest, p.fired])
+                .map_err(|e| {
+                    StoreError::sqlite(&self.path, format!("recording schedule {}: {e}", p.name))
+                })?;
         }
         Ok(())
     }
@@ -110,7 +135,8 @@ impl JobStore {
                             stored.spec.name,
                             definition,
                             stored.last_slot,
-                            stored.updated_at
+                            stored.updated_at,
+                            fired_column(stored.fired)
                         ],
                     )
                     .map_err(|e| self.error(e))?;
@@ -134,18 +160,21 @@ impl JobStore {
                     r.get::<_, Vec<u8>>(1)?,
                     r.get::<_, Option<i64>>(2)?,
                     r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
                 ))
             })
             .map_err(|e| self.error(e))?;
         let mut stored = Vec::new();
         for row in rows {
-            let (name, definition, last_slot, updated_at) = row.map_err(|e| self.error(e))?;
+            let (name, definition, last_slot, updated_at, fired) =
+                row.map_err(|e| self.error(e))?;
             let spec =
                 decode_spec(&name, &definition).map_err(|e| StoreError::sqlite(&self.path, e))?;
             stored.push(StoredSchedule {
                 spec,
                 last_slot,
                 updated_at,
+                fired: fired.max(0) as u64,
             });
         }
         Ok(stored)

@@ -9,7 +9,7 @@ use rusqlite::{Connection, Transaction};
 /// version 4 indexes what retention reads (see `V3_TO_V4`); version 5
 /// keeps the count of finished jobs per task type and state (see
 /// `V4_TO_V5`).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 8;
 
 const JOBS_V1: &str = "
 CREATE TABLE jobs (
@@ -118,15 +118,38 @@ CREATE TABLE schedules (
 ) WITHOUT ROWID;
 ";
 
+/// A schedule's fired count, moved with the jobs that fire it (see
+/// `store::schedules`), so it survives restarts. Schedules stored before
+/// count from 0.
+const V6_TO_V7: &str = "
+ALTER TABLE schedules ADD COLUMN fired INTEGER NOT NULL DEFAULT 0;
+";
+
+/// Version 7 → 8: every filter a history page offers is served by an
+/// index in the page's order, so a page costs the same however many jobs
+/// are stored. State among finished jobs only (pages of an unfinished
+/// state come from memory; a partial index is not rewritten by the
+/// transitions of active jobs); task type and base priority never change
+/// after submission, so their entries are written once. An id prefix is a
+/// range of the primary key.
+const V7_TO_V8: &str = "
+CREATE INDEX jobs_finished_state ON jobs (state, sequence, submitted_at, id)
+    WHERE finished_at IS NOT NULL;
+CREATE INDEX jobs_type_order ON jobs (task_type, sequence, submitted_at, id);
+CREATE INDEX jobs_priority_order ON jobs (priority, sequence, submitted_at, id);
+";
+
 type Step = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
-const STEPS: [(i64, Step); 6] = [
+const STEPS: [(i64, Step); 8] = [
     (1, |tx| tx.execute_batch(JOBS_V1)),
     (2, |tx| tx.execute_batch(V1_TO_V2)),
     (3, |tx| tx.execute_batch(V2_TO_V3)),
     (4, |tx| tx.execute_batch(V3_TO_V4)),
     (5, |tx| tx.execute_batch(V4_TO_V5)),
     (6, |tx| tx.execute_batch(V5_TO_V6)),
+    (7, |tx| tx.execute_batch(V6_TO_V7)),
+    (8, |tx| tx.execute_batch(V7_TO_V8)),
 ];
 
 /// Why the schema could not be brought up to date.

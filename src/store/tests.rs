@@ -90,7 +90,7 @@ fn staged_rows_are_durable_only_once_committed() {
     );
     store.commit(&rows(&[&a])).expect("commit");
     store.stage(&rows(&[&b])).expect("stage");
-    let other = JobStore::open(&path, Synchronous::Full).expect("second connection");
+    let other = JobStore::open_beside_owner(&path).expect("second connection");
     assert_eq!(
         other.load_all().expect("load"),
         vec![a.clone()],

@@ -112,11 +112,13 @@ impl JobStore {
         for row in rows {
             let stored = match self.unfinished.get(&row.id) {
                 Some(state) => Some(*state),
-                None => read_state(&mut stored_state, row.id)
-                    .map_err(|e| fail(format!("reading job {}: {e}", row.id)))?,
+                None => read_state(&mut stored_state, row.id).map_err(|e| {
+                    StoreError::sqlite_failed(path, &format!("reading job {}", row.id), &e)
+                })?,
             };
-            let new = write_job(&mut update, &mut insert, row, stored.is_some())
-                .map_err(|e| fail(format!("writing job {}: {e}", row.id)))?;
+            let new = write_job(&mut update, &mut insert, row, stored.is_some()).map_err(|e| {
+                StoreError::sqlite_failed(path, &format!("writing job {}", row.id), &e)
+            })?;
             if new {
                 inserted.push(row);
             }
@@ -129,14 +131,16 @@ impl JobStore {
             // before it (closed for good) get a row of their own here.
             let earlier = row.changed_attempts.len().saturating_sub(1);
             for attempt in &row.changed_attempts[..earlier] {
-                write_attempt(&mut attempts, row.id, attempt)
-                    .map_err(|e| fail(format!("writing attempt of job {}: {e}", row.id)))?;
+                write_attempt(&mut attempts, row.id, attempt).map_err(|e| {
+                    let doing = format!("writing attempt of job {}", row.id);
+                    StoreError::sqlite_failed(path, &doing, &e)
+                })?;
             }
         }
         let mut add = statement(ADD_TO_COUNT)?;
         counts
             .write(&mut add)
-            .map_err(|e| fail(format!("counting finished jobs: {e}")))?;
+            .map_err(|e| StoreError::sqlite_failed(path, "counting finished jobs", &e))?;
         drop((update, insert, attempts, stored_state, add));
         self.write_schedule_progress(&inserted)
     }

@@ -13,7 +13,15 @@
 //!   and go in a later batch; nothing they reveal is released meanwhile;
 //! - after a stop is requested, `Stop` comes exactly once: when everything
 //!   is durable, or when the stop deadline passes first (with the number of
-//!   changes that were not durable).
+//!   changes that were not durable);
+//! - a failed commit never leaves anybody waiting: every awaited effect
+//!   held then (a client's answer) is failed at once (`FailAwaited`), so
+//!   its requester hears that the outcome is unknown; effects nobody waits
+//!   for (worker frames) stay held until a commit succeeds;
+//! - a commit the database refused for good (`refused`: a constraint, a
+//!   corrupt file) ends the process (`Abandon`, once) instead of retrying
+//!   what cannot succeed: memory disagrees with the database, and recovery
+//!   from the database is the way back.
 
 use crate::protocol::JobId;
 use std::collections::VecDeque;
@@ -86,6 +94,13 @@ pub enum Command<R, E> {
     /// Stop the process. `not_durable` changes and `held` effects were
     /// never made durable (both zero after a clean stop).
     Stop { not_durable: usize, held: usize },
+    /// Answer these awaited effects with an error instead (a commit
+    /// failed; whether what they answer took effect is unknown until one
+    /// succeeds): `reason` says why.
+    FailAwaited { effects: Vec<E>, reason: String },
+    /// The database refused a commit for good: stop the process with an
+    /// error naming `reason`, so recovery reads what the database holds.
+    Abandon { reason: String },
 }
 
 /// A streak of failed commits: the coordinator is in an outage, answers
@@ -131,6 +146,8 @@ pub struct GroupCommit<E> {
     stopping: bool,
     stopped: bool,
     outage: Option<Outage>,
+    /// Why the database refused a commit for good, once it has.
+    abandoned: Option<String>,
     stats: CommitStats,
 }
 
@@ -154,6 +171,7 @@ impl<E: HeldEffect> GroupCommit<E> {
             stopping: false,
             stopped: false,
             outage: None,
+            abandoned: None,
             stats: CommitStats::default(),
         }
     }
@@ -234,6 +252,7 @@ impl<E: HeldEffect> GroupCommit<E> {
             }
             Err(error) => {
                 rows.remark_dirty(jobs);
+                self.fail_awaited(&error, &mut out);
                 match &mut self.outage {
                     Some(outage) => {
                         outage.failures += 1;
@@ -256,6 +275,46 @@ impl<E: HeldEffect> GroupCommit<E> {
         }
         self.flush(rows, &mut out);
         out
+    }
+
+    /// Persistence answered the commit of batch `batch`: the database
+    /// refused it for good (`reason`), so no retry can succeed. Awaited
+    /// effects are failed, then the process is abandoned; nothing is sent
+    /// or released after this.
+    pub fn refused<R>(&mut self, batch: u64, reason: String) -> Commands<R, E> {
+        let mut out = Vec::new();
+        if self.abandoned.is_some() {
+            return out;
+        }
+        self.in_flight = None;
+        self.fail_awaited(&reason, &mut out);
+        self.stopping = true;
+        self.stopped = true;
+        let reason = format!("the database refused batch {batch}: {reason}");
+        self.abandoned = Some(reason.clone());
+        out.push(Command::Abandon { reason });
+        out
+    }
+
+    /// Why the database refused a commit for good, once it has: the
+    /// coordinator is ending.
+    pub fn abandoned(&self) -> Option<&str> {
+        self.abandoned.as_deref()
+    }
+
+    /// Takes every awaited effect out of the held ones, to be answered
+    /// with `reason` instead; the others keep their place.
+    fn fail_awaited<R>(&mut self, reason: &str, out: &mut Commands<R, E>) {
+        let (awaited, kept): (VecDeque<_>, VecDeque<_>) =
+            self.held.drain(..).partition(|(_, e)| e.awaited());
+        self.held = kept;
+        self.awaited_unsent = false;
+        if !awaited.is_empty() {
+            out.push(Command::FailAwaited {
+                effects: awaited.into_iter().map(|(_, e)| e).collect(),
+                reason: reason.to_string(),
+            });
+        }
     }
 
     /// A timer asked for by `ArmTimer` fired.

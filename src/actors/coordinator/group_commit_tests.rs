@@ -173,14 +173,18 @@ fn rows_are_staged_behind_a_batch_in_flight_once_there_are_enough() {
 }
 
 #[test]
-fn a_failing_commit_holds_everything_retries_and_reports_one_outage_per_streak() {
+fn a_failing_commit_fails_the_awaited_holds_the_rest_retries_and_reports_one_outage_per_streak() {
     let (mut g, mut rows) = (gc(), Rows::default());
     rows.change([1]);
-    g.step([Fx::Answer(1)], &mut rows);
+    g.step([Fx::Assign(1), Fx::Answer(1)], &mut rows);
     let failed = g.committed(1, Err("disk full".into()), &mut rows);
     assert_eq!(
         failed,
         vec![
+            Command::FailAwaited {
+                effects: vec![Fx::Answer(1)],
+                reason: "disk full".into()
+            },
             Command::OutageBegan {
                 batch: 1,
                 error: "disk full".into()
@@ -189,6 +193,7 @@ fn a_failing_commit_holds_everything_retries_and_reports_one_outage_per_streak()
         ]
     );
     assert_eq!(rows.dirty, vec![job(1)], "its rows are dirty again");
+    assert_eq!(g.held(), 1, "the assignment waits for a commit");
     rows.change([2]);
     assert_eq!(
         g.step([Fx::Answer(2)], &mut rows),
@@ -202,7 +207,13 @@ fn a_failing_commit_holds_everything_retries_and_reports_one_outage_per_streak()
     let again = g.committed(2, Err("still full".into()), &mut rows);
     assert_eq!(
         again,
-        vec![Command::ArmTimer(Timer::Retry, COMMIT_RETRY_DELAY)]
+        vec![
+            Command::FailAwaited {
+                effects: vec![Fx::Answer(2)],
+                reason: "still full".into()
+            },
+            Command::ArmTimer(Timer::Retry, COMMIT_RETRY_DELAY)
+        ]
     );
     assert_eq!(
         g.outage(),
@@ -216,10 +227,35 @@ fn a_failing_commit_holds_everything_retries_and_reports_one_outage_per_streak()
         g.committed(3, Ok(()), &mut rows),
         vec![
             Command::OutageEnded { failures: 2 },
-            Command::Release(vec![Fx::Answer(1), Fx::Answer(2)]),
+            Command::Release(vec![Fx::Assign(1)]),
         ]
     );
     assert_eq!(g.outage(), None);
+}
+
+#[test]
+fn a_commit_refused_for_good_fails_the_awaited_and_abandons_once_sending_nothing_more() {
+    let (mut g, mut rows) = (gc(), Rows::default());
+    rows.change([1]);
+    g.step([Fx::Assign(1), Fx::Answer(1)], &mut rows);
+    let refused: Vec<Command<Row, Fx>> = g.refused(1, "UNIQUE constraint failed".into());
+    assert_eq!(
+        refused,
+        vec![
+            Command::FailAwaited {
+                effects: vec![Fx::Answer(1)],
+                reason: "UNIQUE constraint failed".into()
+            },
+            Command::Abandon {
+                reason: "the database refused batch 1: UNIQUE constraint failed".into()
+            },
+        ]
+    );
+    assert!(g.abandoned().is_some());
+    rows.change([2]);
+    assert_eq!(g.step([Fx::Answer(2)], &mut rows), vec![], "nothing sent");
+    assert_eq!(g.stop_requested(&mut rows), vec![], "no second ending");
+    assert!(g.refused::<Row>(1, "again".into()).is_empty());
 }
 
 #[test]
@@ -352,7 +388,7 @@ fn a_stop_commits_what_is_pending_without_waiting_for_results_then_stops_once() 
 fn a_stop_while_commits_fail_ends_at_the_deadline_saying_what_was_not_durable() {
     let (mut g, mut rows) = (gc(), Rows::default());
     rows.change([1, 2]);
-    g.step([Fx::Answer(1)], &mut rows);
+    g.step([Fx::Assign(1)], &mut rows);
     g.stop_requested(&mut rows);
     g.committed(1, Err("read-only".into()), &mut rows);
     rows.change([3]);
@@ -594,6 +630,19 @@ impl World {
                         "cancelled an unarmed timer"
                     );
                 }
+                Command::FailAwaited { effects, .. } => {
+                    assert!(
+                        self.in_flight.is_none(),
+                        "failed while a commit is in flight"
+                    );
+                    for fx in effects {
+                        assert!(fx.awaited(), "failed {fx:?}, which nobody awaits");
+                        let at = self.expected.iter().position(|(id, _)| *id == fx.id());
+                        let at = at.unwrap_or_else(|| panic!("failed {fx:?}, not held"));
+                        self.expected.remove(at);
+                    }
+                }
+                Command::Abandon { reason } => panic!("abandoned unasked: {reason}"),
                 Command::OutageBegan { .. } => {
                     assert!(!self.in_outage);
                     self.in_outage = true;

@@ -211,13 +211,19 @@ impl Handler<Query> for Coordinator {
 impl Coordinator {
     /// Why the coordinator is not ready now, if it is not.
     fn not_ready(&self) -> Option<String> {
+        if let Some(reason) = self.commits.abandoned() {
+            return Some(format!(
+                "the database refused a commit for good, so this coordinator is stopping and a \
+                 restart recovers from the database: {reason}"
+            ));
+        }
         if self.commits.is_stopping() {
             return Some("the coordinator is stopping".into());
         }
         self.commits.outage().map(|outage| {
             format!(
-                "commits to the database are failing ({} failed in a row; answers are held \
-                 until one succeeds): {}",
+                "commits to the database are failing ({} failed in a row; retried every \
+                 second, requests meanwhile are answered not durable): {}",
                 outage.failures, outage.last_error
             )
         })

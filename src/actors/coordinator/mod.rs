@@ -15,10 +15,10 @@ mod schedule_passes;
 mod schedules;
 
 use crate::actors::history::HistoryLink;
-use crate::actors::outbox::{Delivery, SendToWorker};
+use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult, SendToWorker};
 use crate::actors::persistence::{CommitBatch, DeleteJobs, ExpireJobs, PersistenceLink, StageRows};
 use crate::clock::{Clock, Now};
-use crate::protocol::{CoordinatorToWorker, JobId};
+use crate::protocol::{ClientResponse, CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
 use actix::{
     Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture,
@@ -45,6 +45,14 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Exit code of a stop that left changes not durable.
 pub const NOT_DURABLE_EXIT_CODE: i32 = 1;
+
+/// Exit code of a coordinator that ended because the database refused a
+/// commit for good (see `GroupCommit::refused`).
+pub const COMMIT_REFUSED_EXIT_CODE: i32 = 3;
+
+/// How long an abandoning coordinator lets its sessions write the failed
+/// answers before its actor system stops.
+const ABANDON_GRACE: Duration = Duration::from_secs(1);
 
 /// See the module documentation.
 pub struct Coordinator {
@@ -287,6 +295,8 @@ impl Coordinator {
                     self.state.metrics_mut().commits_failing = false;
                 }
                 Command::Stop { not_durable, held } => self.stop(not_durable, held),
+                Command::FailAwaited { effects, reason } => fail_awaited(effects, &reason),
+                Command::Abandon { reason } => self.abandon(&reason, ctx),
             }
         }
     }
@@ -326,6 +336,13 @@ impl Coordinator {
                     return;
                 }
             }
+            if let Ok(Err(e)) = &answer {
+                if e.is_refused() {
+                    act.state.metrics_mut().commit_failures += 1;
+                    let commands = act.commits.refused(batch, e.to_string());
+                    return act.apply(commands, ctx);
+                }
+            }
             let result = match answer {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => Err(e.to_string()),
@@ -341,6 +358,19 @@ impl Coordinator {
         }));
     }
 
+    /// The database refused a commit for good: memory no longer matches
+    /// it. Ends the actor system with `COMMIT_REFUSED_EXIT_CODE` once the
+    /// failed answers had time to go out, so the process exits and a
+    /// restart's recovery reads what the database really holds.
+    fn abandon(&mut self, reason: &str, ctx: &mut Context<Self>) {
+        error!(self.log, "the database refused a commit; stopping so recovery reads it again";
+               "reason" => reason, "exit_code" => COMMIT_REFUSED_EXIT_CODE);
+        self.state.metrics_mut().commits_failing = true;
+        ctx.run_later(ABANDON_GRACE, |_, _| {
+            actix::System::current().stop_with_code(COMMIT_REFUSED_EXIT_CODE);
+        });
+    }
+
     /// Stops the actor system: cleanly when everything is durable, else
     /// with `NOT_DURABLE_EXIT_CODE` and a line saying what was lost.
     fn stop(&self, not_durable: usize, held: usize) {
@@ -351,6 +381,29 @@ impl Coordinator {
             error!(self.log, "shutdown timeout passed; stopping with changes not durable";
                    "not_durable_changes" => not_durable, "unsent_answers" => held);
             actix::System::current().stop_with_code(NOT_DURABLE_EXIT_CODE);
+        }
+    }
+}
+
+/// Answers each awaited effect with the failure instead of what it held:
+/// a client hears `NotDurable`, an HTTP query `NotReady`.
+fn fail_awaited(effects: Vec<Delivery>, reason: &str) {
+    let reason = format!("the commit carrying this request failed, so whether it took effect is unknown until the coordinator is ready again: {reason}");
+    for effect in effects {
+        match effect {
+            Delivery::Client(to, answer) => to.do_send(ClientAnswer {
+                request_id: answer.request_id,
+                response: ClientResponse::NotDurable {
+                    reason: reason.clone(),
+                },
+            }),
+            Delivery::Query(to, answer) => to.do_send(QueryAnswer {
+                request_id: answer.request_id,
+                result: QueryResult::NotReady {
+                    reason: reason.clone(),
+                },
+            }),
+            Delivery::Worker(..) => {}
         }
     }
 }

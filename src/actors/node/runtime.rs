@@ -526,10 +526,13 @@ impl NodeHandle {
             let _ = released.recv_timeout(RELEASE_TIMEOUT);
         }
         self.join_lease();
-        match code {
-            0 => StopOutcome::Durable,
-            _ => StopOutcome::NotDurable,
-        }
+        StopOutcome::of_exit_code(code)
+    }
+
+    /// True once the node ended by itself (its term's database refused a
+    /// commit for good); `stop` then says how.
+    pub fn has_ended(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
     /// Abrupt stop, like a crash: nothing flushed, nothing released (the

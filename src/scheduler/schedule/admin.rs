@@ -14,13 +14,16 @@ use slog::info;
 /// How many upcoming slots a view lists.
 pub const UPCOMING_SLOTS: usize = 5;
 
-/// A schedule as stored: its definition, the newest slot fired, and its
-/// floor when last written (slots at or before it are never fired).
+/// A schedule as stored: its definition, the newest slot fired, its
+/// floor when last written (slots at or before it are never fired), and
+/// how many slots it fired (moved with the jobs that fire them; a write
+/// of the definition stores it only for a new schedule).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredSchedule {
     pub spec: ScheduleSpec,
     pub last_slot: Option<i64>,
     pub updated_at: i64,
+    pub fired: u64,
 }
 
 /// A change to store: a schedule written, or deleted.
@@ -175,6 +178,7 @@ impl CoordinatorState {
                 spec: entry.spec.clone(),
                 last_slot: entry.recent_runs().find_map(|(slot, _)| slot),
                 updated_at: entry.after,
+                fired: entry.fired,
             })),
             None => ScheduleWrite::Delete(name.to_string()),
         }
@@ -204,6 +208,7 @@ impl CoordinatorState {
                 .max(newest.unwrap_or(i64::MIN));
             let name = record.spec.name.clone();
             let mut entry = Entry::new(record.spec, cadence, after);
+            entry.fired = record.fired;
             for (slot, job) in runs.remove(&name).unwrap_or_default() {
                 entry.record_run(slot, job);
             }

@@ -215,9 +215,15 @@ fn restored_schedules_resume_after_their_last_slot_and_keys_stop_a_second_fire()
     let stale = StoredSchedule {
         last_slot: None,
         updated_at: T0,
+        fired: 7,
         ..*record
     };
     assert!(restarted.restore_schedules(vec![stale]).is_empty());
+    assert_eq!(
+        restarted.schedule_named("m").expect("restored").fired,
+        7,
+        "the stored fired count comes back"
+    );
     restarted.sweep(at(T0 + MINUTE + 20));
     assert_eq!(
         fired_keys(&restarted, "m"),
@@ -225,6 +231,11 @@ fn restored_schedules_resume_after_their_last_slot_and_keys_stop_a_second_fire()
     );
     restarted.sweep(at(T0 + 2 * MINUTE));
     assert_eq!(fired_keys(&restarted, "m").len(), 2);
+    assert_eq!(
+        restarted.schedule_named("m").expect("m").fired,
+        8,
+        "one more fired"
+    );
     consistent(&restarted);
 }
 

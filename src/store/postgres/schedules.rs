@@ -5,20 +5,21 @@
 use super::PostgresStore;
 use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};
 use crate::scheduler::JobRow;
-use crate::store::schedules::{decode_spec, encode_spec, schedule_progress};
+use crate::store::schedules::{decode_spec, encode_spec, fired_column, schedule_progress};
 use crate::store::StoreError;
 use postgres::Client;
 
-const UPSERT: &str = "INSERT INTO taskyard.schedules (name, definition, last_slot, updated_at)
-    VALUES ($1, $2, $3, $4)
+const UPSERT: &str =
+    "INSERT INTO taskyard.schedules (name, definition, last_slot, updated_at, fired)
+    VALUES ($1, $2, $3, $4, $5)
     ON CONFLICT (name) DO UPDATE SET definition = excluded.definition,
         last_slot = GREATEST(taskyard.schedules.last_slot, excluded.last_slot),
         updated_at = excluded.updated_at";
 const DELETE: &str = "DELETE FROM taskyard.schedules WHERE name = $1";
-const PROGRESS: &str =
-    "UPDATE taskyard.schedules SET last_slot = GREATEST(last_slot, $2) WHERE name = $1";
+const PROGRESS: &str = "UPDATE taskyard.schedules SET last_slot = GREATEST(last_slot, $2),
+    fired = fired + $3 WHERE name = $1";
 const LOAD: &str =
-    "SELECT name, definition, last_slot, updated_at FROM taskyard.schedules ORDER BY name";
+    "SELECT name, definition, last_slot, updated_at, fired FROM taskyard.schedules ORDER BY name";
 
 /// Records the slots fired by `inserted` (rows that give their job its
 /// first stored row), in the open transaction.
@@ -26,8 +27,8 @@ pub(super) fn write_progress<'a>(
     client: &mut Client,
     inserted: impl IntoIterator<Item = &'a JobRow>,
 ) -> Result<(), postgres::Error> {
-    for (name, slot) in schedule_progress(inserted) {
-        client.execute(PROGRESS, &[&name, &slot])?;
+    for p in schedule_progress(inserted) {
+        client.execute(PROGRESS, &[&p.name, &p.newest, &p.fired])?;
     }
     Ok(())
 }
@@ -60,6 +61,7 @@ impl PostgresStore {
                         &definition,
                         &stored.last_slot,
                         &stored.updated_at,
+                        &fired_column(stored.fired),
                     ],
                 )
             }
@@ -87,6 +89,7 @@ impl PostgresStore {
                 spec,
                 last_slot: row.get(2),
                 updated_at: row.get(3),
+                fired: row.get::<_, i64>(4).max(0) as u64,
             });
         }
         Ok(stored)

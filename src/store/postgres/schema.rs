@@ -11,7 +11,7 @@
 use postgres::Client;
 
 /// The version this binary writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Taken (per transaction) by every migration step. Any constant unique
 /// to taskyard: "tkyd" in ASCII.
@@ -112,7 +112,20 @@ CREATE TABLE taskyard.schedules (
 );
 ";
 
-const STEPS: [(i64, &str); 3] = [(1, V1), (2, V2), (3, V3)];
+/// A schedule's fired count: as SQLite's version 7.
+const V4: &str = "
+ALTER TABLE taskyard.schedules ADD COLUMN fired bigint NOT NULL DEFAULT 0;
+";
+
+/// History pages served by an index for every filter: as SQLite's version 8.
+const V5: &str = "
+CREATE INDEX jobs_finished_state ON taskyard.jobs (state, sequence, submitted_at, id)
+    WHERE finished_at IS NOT NULL;
+CREATE INDEX jobs_type_order ON taskyard.jobs (task_type, sequence, submitted_at, id);
+CREATE INDEX jobs_priority_order ON taskyard.jobs (priority, sequence, submitted_at, id);
+";
+
+const STEPS: [(i64, &str); 5] = [(1, V1), (2, V2), (3, V3), (4, V4), (5, V5)];
 
 /// Why the schema could not be brought up to date.
 #[derive(Debug, thiserror::Error)]

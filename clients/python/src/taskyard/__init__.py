@@ -11,6 +11,7 @@ from taskyard.client import Client, Submission, encode_payload
 from taskyard.errors import (
     BatchRejected,
     JobFailed,
+    NotDurable,
     NotFound,
     Overloaded,
     ProtocolMismatch,
@@ -35,6 +36,7 @@ __all__ = [
     "JobFailed",
     "JobSummary",
     "JobView",
+    "NotDurable",
     "NotFound",
     "Overloaded",
     "Permanent",

@@ -39,6 +39,7 @@ from taskyard.connection import (
 from taskyard.errors import (
     BatchRejected,
     JobFailed,
+    NotDurable,
     NotFound,
     Overloaded,
     ProtocolMismatch,
@@ -220,6 +221,8 @@ class Client:
             kind, detail = wire.variant(body.get("response"))
             if kind == "Overloaded":
                 raise Overloaded(f"coordinator overloaded: {detail.get('reason')}")
+            if kind == "NotDurable":
+                raise NotDurable(str(detail.get("reason")))
             if kind == "AnswerTooLarge":
                 raise TaskyardError(
                     f"the answer ({detail.get('size')} bytes) does not fit the coordinator's "

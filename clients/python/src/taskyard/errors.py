@@ -44,6 +44,12 @@ class Overloaded(TaskyardError):
     """A per-connection limit of the coordinator refused the request; nothing ran."""
 
 
+class NotDurable(TaskyardError):
+    """The commit carrying the request failed: whether it took effect is
+    unknown until the coordinator is ready again (``/readyz``). Submitting
+    again with the same idempotency key is safe."""
+
+
 class Rejected(TaskyardError):
     """The coordinator refused the submission (or the request); nothing was
     stored. ``field`` is the field the reason names (``"payload.millis"``,

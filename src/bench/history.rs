@@ -1,0 +1,265 @@
+//! `taskyard bench history`: what a page of history costs on a large
+//! SQLite database. Seeds `finished` jobs (1% FAILED, four task types,
+//! three priorities), then times each filter's first and tenth page in
+//! both orders through the reader the coordinator uses, and a plain page
+//! while 8 other readers run the slowest filter without pause.
+
+use crate::bench::seed::{seed, SeedPlan};
+use crate::bench::BenchError;
+use crate::protocol::{IdPrefix, JobState, Priority};
+use crate::store::{JobReader, PageFilter};
+use serde::Serialize;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Rows on one page (the dashboard's and `list`'s default is 50).
+const PAGE: usize = 50;
+/// Timed repetitions of each measurement.
+const RUNS: usize = 5;
+/// Readers busy with the slowest filter during the contention phase.
+const BUSY_READERS: usize = 8;
+
+/// One filter's timings, milliseconds (medians of `RUNS`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FilterTiming {
+    pub filter: String,
+    pub oldest_first: bool,
+    pub first_page_ms: f64,
+    pub tenth_page_ms: f64,
+}
+
+/// What `bench history` measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryReport {
+    pub finished_jobs: u64,
+    pub seed_secs: f64,
+    pub filters: Vec<FilterTiming>,
+    /// The slowest filter of `filters` (by tenth page), run by the busy readers.
+    pub busy_filter: String,
+    /// A plain first page while `BUSY_READERS` readers run `busy_filter`.
+    pub plain_page_busy_median_ms: f64,
+    pub plain_page_busy_max_ms: f64,
+}
+
+impl HistoryReport {
+    pub fn to_text(&self) -> String {
+        let mut out = format!(
+            "history of {} finished jobs (SQLite, seeded in {:.1} s), pages of {PAGE}, medians of {RUNS}:\n",
+            self.finished_jobs, self.seed_secs
+        );
+        out += "FILTER                ORDER    FIRST PAGE  TENTH PAGE\n";
+        for f in &self.filters {
+            out += &format!(
+                "{:<21} {:<8} {:>8.2} ms {:>8.2} ms\n",
+                f.filter,
+                if f.oldest_first { "oldest" } else { "newest" },
+                f.first_page_ms,
+                f.tenth_page_ms
+            );
+        }
+        out += &format!(
+            "plain page while {BUSY_READERS} readers run {}: median {:.2} ms, max {:.2} ms\n",
+            self.busy_filter, self.plain_page_busy_median_ms, self.plain_page_busy_max_ms
+        );
+        out
+    }
+}
+
+/// Seeds a new database at `db` and measures it.
+pub fn run(db: &Path, finished: u64) -> Result<HistoryReport, BenchError> {
+    let plan = SeedPlan {
+        finished,
+        active: 0,
+        keyed: false,
+        finished_from: 1_700_000_000_000,
+        task_type: "type-0".into(),
+    };
+    let seeded = seed(db, &plan)?;
+    vary(db)?;
+    let reader = JobReader::open(db).map_err(failed)?;
+    let mut filters = Vec::new();
+    for (name, filter) in filters_of(&reader)? {
+        for oldest_first in [false, true] {
+            let filter = PageFilter {
+                oldest_first,
+                ..filter.clone()
+            };
+            let (first, tenth) = time_pages(&reader, &filter)?;
+            filters.push(FilterTiming {
+                filter: name.clone(),
+                oldest_first,
+                first_page_ms: first,
+                tenth_page_ms: tenth,
+            });
+        }
+    }
+    let slowest = filters
+        .iter()
+        .max_by(|a, b| a.tenth_page_ms.total_cmp(&b.tenth_page_ms))
+        .map(|f| f.filter.clone())
+        .unwrap_or_default();
+    let busy = filters_of(&reader)?
+        .into_iter()
+        .find(|(name, _)| *name == slowest)
+        .map(|(_, f)| f)
+        .unwrap_or_else(plain);
+    let (median, max) = plain_page_while_busy(db, &reader, &busy)?;
+    Ok(HistoryReport {
+        finished_jobs: finished,
+        seed_secs: seeded.secs,
+        filters,
+        busy_filter: slowest,
+        plain_page_busy_median_ms: median,
+        plain_page_busy_max_ms: max,
+    })
+}
+
+/// Makes the seeded jobs varied: every 100th FAILED, task types
+/// `type-0`..`type-3`, base priorities LOW, NORMAL, HIGH in turn.
+fn vary(db: &Path) -> Result<(), BenchError> {
+    let conn = rusqlite::Connection::open(db).map_err(|e| BenchError::Failed(e.to_string()))?;
+    conn.execute_batch(
+        "UPDATE jobs SET state = CASE WHEN sequence % 100 = 0 THEN 'FAILED' ELSE state END,
+             task_type = 'type-' || (sequence % 4), priority = sequence % 3;",
+    )
+    .map_err(|e| BenchError::Failed(format!("varying the seeded jobs: {e}")))
+}
+
+fn plain() -> PageFilter {
+    PageFilter {
+        limit: PAGE,
+        ..PageFilter::default()
+    }
+}
+
+/// The filters the CLI, API and dashboard offer, by name.
+fn filters_of(reader: &JobReader) -> Result<Vec<(String, PageFilter)>, BenchError> {
+    let newest = reader.summaries(&plain()).map_err(failed)?;
+    let prefix = newest
+        .first()
+        .map(|s| s.job.id.to_string()[..8].to_string())
+        .unwrap_or_else(|| "0".into());
+    Ok(vec![
+        ("none".into(), plain()),
+        (
+            "state=FAILED".into(),
+            PageFilter {
+                state: Some(JobState::Failed),
+                ..plain()
+            },
+        ),
+        (
+            "type=type-1".into(),
+            PageFilter {
+                task_type: Some("type-1".into()),
+                ..plain()
+            },
+        ),
+        (
+            "priority=low".into(),
+            PageFilter {
+                priority: Some(Priority::Low),
+                ..plain()
+            },
+        ),
+        (
+            format!("prefix={prefix}"),
+            PageFilter {
+                id_prefix: IdPrefix::parse(&prefix).ok(),
+                ..plain()
+            },
+        ),
+    ])
+}
+
+/// Medians of the first page and of the tenth (reached through the
+/// cursor of each page before it), milliseconds.
+fn time_pages(reader: &JobReader, filter: &PageFilter) -> Result<(f64, f64), BenchError> {
+    let mut first = Vec::new();
+    let mut tenth = Vec::new();
+    for _ in 0..RUNS {
+        let mut cursor = None;
+        for page in 1..=10 {
+            let started = Instant::now();
+            let rows = reader
+                .summaries(&PageFilter {
+                    before: cursor,
+                    ..filter.clone()
+                })
+                .map_err(failed)?;
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            match page {
+                1 => first.push(ms),
+                10 => tenth.push(ms),
+                _ => {}
+            }
+            cursor = rows.last().map(|s| s.job.order_key());
+        }
+    }
+    Ok((median(&mut first), median(&mut tenth)))
+}
+
+/// A plain page's median and max while `BUSY_READERS` threads, each on a
+/// connection of its own, read `busy` pages without pause.
+fn plain_page_while_busy(
+    db: &Path,
+    reader: &JobReader,
+    busy: &PageFilter,
+) -> Result<(f64, f64), BenchError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for _ in 0..BUSY_READERS {
+        let own = JobReader::open(db).map_err(failed)?;
+        let (stop, busy) = (Arc::clone(&stop), busy.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = own.summaries(&busy);
+            }
+        }));
+    }
+    let mut times = Vec::new();
+    for _ in 0..(RUNS * 10) {
+        let started = Instant::now();
+        reader.summaries(&plain()).map_err(failed)?;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    let max = times.iter().copied().fold(0.0, f64::max);
+    Ok((median(&mut times), max))
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn failed(e: crate::store::StoreError) -> BenchError {
+    BenchError::Failed(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_history_is_measured_for_every_filter_in_both_orders() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let report = run(&dir.path().join("h.db"), 2_000).expect("bench");
+        assert_eq!(report.filters.len(), 10);
+        assert!(report.to_text().contains("state=FAILED"));
+        let reader = JobReader::open(&dir.path().join("h.db")).expect("reader");
+        let failed = reader
+            .summaries(&PageFilter {
+                state: Some(JobState::Failed),
+                limit: 100,
+                ..PageFilter::default()
+            })
+            .expect("failed page");
+        assert_eq!(failed.len(), 20, "every 100th of 2,000 failed");
+    }
+}
