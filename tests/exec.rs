@@ -191,6 +191,10 @@ fn a_cancel_kills_the_whole_process_group() {
     client.cancel(job).expect("cancel");
     group_gone(pgid);
     assert_eq!(status(&mut client, job).state, JobState::Cancelled);
+    let token = pgid_file.display().to_string();
+    wait_until("no watchdog left", WITHIN, || {
+        processes_mentioning(&token).is_empty()
+    });
 }
 
 #[test]

@@ -115,7 +115,8 @@ fn become_program(request: Request) -> SuperviseError {
     let fd = request.lifeline;
     let lifeline_error = |source| SuperviseError::Lifeline { fd, source };
     // A no-op when the worker made this process a group leader already; run
-    // by hand, it keeps the watchdog away from the caller's group.
+    // by hand, it makes the group the watchdog may kill this one, never the
+    // caller's.
     // SAFETY: setpgid and getpgrp take and return plain integers.
     let pgid = unsafe {
         libc::setpgid(0, 0);
