@@ -42,6 +42,9 @@ pub async fn wordcount(ctx: TaskContext, payload: Vec<u8>) -> Result<Vec<u8>, Ta
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Lets this binary supervise the programs of `exec` tasks (enabled with
+    // `exec_allow`); when started as a supervisor it does not return.
+    taskyard::worker::exec_supervisor::run_if_requested();
     let coordinator = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:7401".into());

@@ -132,3 +132,15 @@ fn an_invalid_task_name_is_an_error_from_spawn() {
     let err = Worker::builder(config).spawn().err().expect("refused");
     assert!(err.to_string().contains("exec-allow"), "{err}");
 }
+
+#[test]
+fn exec_in_a_program_that_cannot_supervise_it_is_an_error_from_spawn() {
+    let config = taskyard::config::WorkerConfig {
+        exec_allow: vec!["sh".into()],
+        ..Default::default()
+    };
+    let err = Worker::builder(config).spawn().err().expect("refused");
+    let err = err.to_string();
+    assert!(err.contains("exec-supervisor"), "{err}");
+    assert!(err.contains("run_if_requested"), "{err}");
+}

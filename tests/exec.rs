@@ -5,7 +5,7 @@
 mod common;
 
 use common::jobs::*;
-use common::processes::{live_group_members, read_pgid};
+use common::processes::{live_group_members, processes_mentioning, read_pgid};
 use common::*;
 use serde_json::json;
 use std::time::Duration;
@@ -19,6 +19,7 @@ fn exec_cluster(configure: impl FnOnce(&mut WorkerConfig)) -> Cluster {
     let mut cluster = Cluster::start_configured(|c| c.retry_base_millis = 50);
     let mut config = worker_config(cluster.coordinator().worker_addr, "exec-worker", 2);
     config.exec_allow = vec!["sh".into(), "echo".into()];
+    config.exec_supervisor = exec_supervisor();
     configure(&mut config);
     let worker = Worker::builder(config)
         .logger(quiet_log())
@@ -190,6 +191,10 @@ fn a_cancel_kills_the_whole_process_group() {
     client.cancel(job).expect("cancel");
     group_gone(pgid);
     assert_eq!(status(&mut client, job).state, JobState::Cancelled);
+    let token = pgid_file.display().to_string();
+    wait_until("no watchdog left", WITHIN, || {
+        processes_mentioning(&token).is_empty()
+    });
 }
 
 #[test]
@@ -205,6 +210,24 @@ fn a_program_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let pgid = read_pgid(&pgid_file);
     client.cancel(job).expect("cancel");
     group_gone(pgid);
+}
+
+#[test]
+fn the_watchdog_leaves_when_its_attempt_ends() {
+    let cluster = exec_cluster(|_| {});
+    let mut client = cluster.client();
+    let go = cluster.dir.path().join("go");
+    let token = go.display().to_string();
+    let script = format!("while [ ! -e {token} ]; do sleep 0.05; done; echo done");
+    let job = submit(&mut client, sh(&script));
+    wait_until("the shell and its watchdog", WITHIN, || {
+        processes_mentioning(&token).len() == 2
+    });
+    std::fs::write(&go, "").expect("let the script finish");
+    assert_eq!(result_text(&finished(&mut client, job)), "done\n");
+    wait_until("no watchdog left", WITHIN, || {
+        processes_mentioning(&token).is_empty()
+    });
 }
 
 #[test]

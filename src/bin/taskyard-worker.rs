@@ -29,6 +29,9 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // First: started as an `exec` program's supervisor, this process
+    // becomes that program and the call does not return.
+    taskyard::worker::exec_supervisor::run_if_requested();
     taskyard::memory::disable_transparent_huge_pages();
     let cli = Cli::parse();
     let flag_keys = cli.options.keys_set();
@@ -48,7 +51,7 @@ fn main() -> ExitCode {
     };
     match Worker::builder(config).run() {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ BuildError::ExecAllow(_)) => {
+        Err(e @ (BuildError::ExecAllow(_) | BuildError::ExecSupervisor(_))) => {
             eprintln!("taskyard-worker: {e}");
             ExitCode::from(2)
         }

@@ -723,6 +723,14 @@ mod tests {
     }
 
     #[test]
+    fn an_exec_supervisor_that_is_not_an_executable_file_is_a_config_error() {
+        let f = file_with("exec-supervisor = \"/nonexistent/taskyard-worker\"\n");
+        let err = load::<WorkerOptions>(Some(f.path()), Default::default()).expect_err("bad path");
+        assert_eq!(err.key.as_deref(), Some("exec-supervisor"));
+        assert!(err.reason.contains("/nonexistent/taskyard-worker"), "{err}");
+    }
+
+    #[test]
     fn missing_file_is_named() {
         let err = load::<WorkerOptions>(
             Some(Path::new("/nonexistent/worker.toml")),

@@ -45,6 +45,11 @@ config_struct! {
         /// or separate names with commas.
         #[arg(value_delimiter = ',', value_name = "PROGRAM")]
         exec_allow: Vec<String> = Vec::new(),
+        /// The binary that starts each `exec` program and kills its process
+        /// group if the worker dies: a taskyard-worker binary. Empty: this
+        /// program, if it can be its own (taskyard-worker can).
+        #[arg(value_name = "PATH")]
+        exec_supervisor: PathBuf = PathBuf::new(),
         /// Most bytes of an `exec` program's stdout kept as its result; the
         /// rest is counted and marked. With the envelope it must fit
         /// max-frame-bytes: the default is 1 MiB less 1 KiB.
@@ -148,6 +153,10 @@ impl Validate for WorkerConfig {
         at_least("max-output-bytes", self.max_output_bytes as u64, 1)?;
         crate::worker::AllowList::resolve(&self.exec_allow)
             .map_err(|e| ("exec-allow".to_string(), e.to_string()))?;
+        if !self.exec_supervisor.as_os_str().is_empty() {
+            crate::worker::Supervisor::resolve(&self.exec_supervisor)
+                .map_err(|e| ("exec-supervisor".to_string(), e.to_string()))?;
+        }
         frame_size(self.max_frame_bytes)?;
         fits_frame(
             "max-output-bytes",

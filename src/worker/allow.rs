@@ -111,7 +111,8 @@ fn find_on_path(name: &str) -> Result<PathBuf, ResolveError> {
         })
 }
 
-fn is_executable(path: &Path) -> bool {
+/// An existing regular file with an execute bit set.
+pub(crate) fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)

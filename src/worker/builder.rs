@@ -24,7 +24,8 @@ use crate::logging::build_logger;
 use crate::protocol::payloads::{PayloadError, EXEC_TASK_TYPE};
 use crate::worker::allow::ResolveError;
 use crate::worker::drain::Shutdown;
-use crate::worker::exec::ExecTask;
+use crate::worker::exec::{ExecSetupError, ExecTask};
+use crate::worker::exec_supervisor::SupervisorError;
 use crate::worker::tasks::{TaskContext, TaskError, TaskRegistry, Threads};
 use crate::worker::WorkerHandle;
 use slog::{error, Logger};
@@ -39,8 +40,19 @@ pub enum BuildError {
     TaskType { name: String, source: PayloadError },
     #[error("key `exec-allow`: {0}")]
     ExecAllow(#[from] ResolveError),
+    #[error("key `exec-supervisor`: {0}")]
+    ExecSupervisor(#[from] SupervisorError),
     #[error("cannot start the worker runtime: {0}")]
     Runtime(#[from] std::io::Error),
+}
+
+impl From<ExecSetupError> for BuildError {
+    fn from(e: ExecSetupError) -> Self {
+        match e {
+            ExecSetupError::Allow(e) => BuildError::ExecAllow(e),
+            ExecSetupError::Supervisor(e) => BuildError::ExecSupervisor(e),
+        }
+    }
 }
 
 /// Entry point of the builder; see the module documentation.
@@ -185,14 +197,14 @@ impl WorkerBuilder {
 }
 
 /// The built-ins, plus `exec` when `config` allows programs. An allow-list
-/// that does not resolve is logged and `exec` left out (config loading
-/// reports it as an error before this is reached).
+/// or a supervisor that does not resolve is logged and `exec` left out
+/// (config loading reports the allow-list as an error before this).
 pub(crate) fn registry_for(config: &WorkerConfig, log: &Logger) -> TaskRegistry {
     let mut registry = TaskRegistry::with_builtins();
     match ExecTask::from_config(config) {
         Ok(Some(exec)) => registry.add_exec(exec),
         Ok(None) => {}
-        Err(e) => error!(log, "exec disabled: exec-allow does not resolve"; "reason" => %e),
+        Err(e) => error!(log, "exec disabled"; "reason" => %e),
     }
     registry
 }

@@ -14,12 +14,16 @@
 //!   of the group is left; when the program exits by itself, whatever it
 //!   left running in its group is killed too;
 //! - if the supervising future is dropped (worker runtime shut down), the
-//!   group is SIGKILLed.
+//!   group is SIGKILLed;
+//! - if the worker process dies, even by SIGKILL, the group is SIGKILLed
+//!   within milliseconds: every program starts through the supervisor of
+//!   `exec_supervisor`, whose watchdog outlives the worker just long enough.
 
 use crate::config::WorkerConfig;
 use crate::protocol::payloads::{decode_builtin, BuiltinTask, ExecSpec, EXEC_TASK_TYPE};
 use crate::protocol::TaskOutcome;
 use crate::worker::allow::{AllowList, ResolveError};
+use crate::worker::exec_supervisor::{Lifeline, Supervisor, SupervisorError};
 use crate::worker::output::{HeadCapture, StderrCapture, STDERR_TAIL_BYTES};
 use crate::worker::process_group::{signal_group, wait_until_gone, GroupGuard};
 use crate::worker::tasks::TaskContext;
@@ -28,6 +32,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
+use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
@@ -42,20 +47,36 @@ pub fn cleanup_time(config: &WorkerConfig) -> Duration {
     Duration::from_millis(config.exec_kill_grace_millis) + KILL_WAIT
 }
 
+/// Why `exec` cannot be offered as configured.
+#[derive(Debug, Error)]
+pub enum ExecSetupError {
+    #[error("key `exec-allow`: {0}")]
+    Allow(#[from] ResolveError),
+    #[error("key `exec-supervisor`: {0}")]
+    Supervisor(#[from] SupervisorError),
+}
+
 /// The `exec` task's settings, shared by all its attempts.
 #[derive(Debug, Clone)]
 pub struct ExecTask {
     allow: AllowList,
+    supervisor: Supervisor,
     max_output_bytes: usize,
     kill_grace: Duration,
 }
 
 impl ExecTask {
     /// `None` when `exec-allow` is empty (the worker does not offer `exec`).
-    pub fn from_config(config: &WorkerConfig) -> Result<Option<ExecTask>, ResolveError> {
+    /// Otherwise the allow-list must resolve, and so must the supervisor
+    /// (see [`Supervisor::resolve`]): `exec` is never offered without one.
+    pub fn from_config(config: &WorkerConfig) -> Result<Option<ExecTask>, ExecSetupError> {
         let allow = AllowList::resolve(&config.exec_allow)?;
-        Ok((!allow.is_empty()).then(|| ExecTask {
+        if allow.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(ExecTask {
             allow,
+            supervisor: Supervisor::resolve(&config.exec_supervisor)?,
             max_output_bytes: config.max_output_bytes,
             kill_grace: Duration::from_millis(config.exec_kill_grace_millis),
         }))
@@ -72,18 +93,37 @@ impl ExecTask {
             Ok(program) => program,
             Err(e) => return TaskOutcome::failed_permanently(e.to_string()),
         };
-        let child = match command(&program, &spec).spawn() {
-            Ok(child) => child,
+        let (child, lifeline) = match self.spawn(&program, &spec) {
+            Ok(started) => started,
             Err(e) => {
                 return TaskOutcome::failed(format!("cannot start {}: {e}", program.display()))
             }
         };
-        self.supervise(child, &program, spec.stdin, &ctx).await
+        self.supervise(child, lifeline, &program, spec.stdin, &ctx)
+            .await
     }
 
+    /// Starts `program` through the supervisor, which becomes it (same pid,
+    /// pipes and exit status) once its watchdog holds the lifeline.
+    fn spawn(&self, program: &Path, spec: &ExecSpec) -> std::io::Result<(Child, Lifeline)> {
+        let (lifeline, reader) = Lifeline::new()?;
+        let mut cmd = self
+            .supervisor
+            .command(program, &spec.program, &spec.args, &reader);
+        configure(&mut cmd, spec);
+        let child = cmd.spawn()?;
+        // Only the supervisor's copy of the read end may stay open.
+        drop(reader);
+        Ok((child, lifeline))
+    }
+
+    /// Runs the attempt to its end. The lifeline is released only once the
+    /// group is known to be gone; otherwise dropping it makes the watchdog
+    /// SIGKILL the group once more.
     async fn supervise(
         &self,
         mut child: Child,
+        lifeline: Lifeline,
         program: &Path,
         stdin: Option<String>,
         ctx: &TaskContext,
@@ -97,24 +137,27 @@ impl ExecTask {
             _ = ctx.cancel.cancelled() => None,
             done = io => Some(done),
         };
-        let outcome = match finished {
+        let (outcome, gone) = match finished {
             Some((stdout, stderr, status)) => {
                 // The rest of the group was sent SIGKILL when the program exited.
-                let _ = tokio::time::timeout(KILL_WAIT, wait_until_gone(pgid)).await;
-                outcome(program, status, stdout, stderr)
+                let gone = tokio::time::timeout(KILL_WAIT, wait_until_gone(pgid)).await;
+                (outcome(program, status, stdout, stderr), gone.is_ok())
             }
             None => {
-                self.terminate(&mut child, pgid, ctx).await;
-                TaskOutcome::failed("cancelled")
+                let gone = self.terminate(&mut child, pgid, ctx).await;
+                (TaskOutcome::failed("cancelled"), gone)
             }
         };
         guard.disarm();
+        if gone {
+            lifeline.release();
+        }
         outcome
     }
 
     /// SIGTERM to the group; SIGKILL if it is still there after the grace
-    /// period; returns once it is gone (or after `KILL_WAIT` more).
-    async fn terminate(&self, child: &mut Child, pgid: i32, ctx: &TaskContext) {
+    /// period; returns once it is gone (true) or after `KILL_WAIT` more.
+    async fn terminate(&self, child: &mut Child, pgid: i32, ctx: &TaskContext) -> bool {
         signal_group(pgid, libc::SIGTERM);
         let gone = tokio::time::timeout(self.kill_grace, reap(child, pgid)).await;
         if gone.is_err() {
@@ -124,16 +167,18 @@ impl ExecTask {
                 .is_err()
             {
                 warn!(ctx.log, "exec process group survived SIGKILL"; "pgid" => pgid);
-                return;
+                return false;
             }
         }
         info!(ctx.log, "exec process group stopped"; "pgid" => pgid, "killed" => gone.is_err());
+        true
     }
 }
 
-fn command(program: &Path, spec: &ExecSpec) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.arg0(&spec.program).args(&spec.args).env_clear();
+/// The program's environment, directory and stdio, set on the supervisor
+/// (which passes them on), and a new process group for both.
+fn configure(cmd: &mut Command, spec: &ExecSpec) {
+    cmd.env_clear();
     if let Some(path) = std::env::var_os("PATH") {
         cmd.env("PATH", path);
     }
@@ -160,7 +205,6 @@ fn command(program: &Path, spec: &ExecSpec) -> Command {
             Ok(())
         });
     }
-    cmd
 }
 
 /// Feeds stdin, reads both pipes to their end and reaps the program. Once

@@ -16,6 +16,7 @@ mod connection;
 pub mod drain;
 pub mod epoch;
 mod exec;
+pub mod exec_supervisor;
 mod heartbeat;
 mod output;
 mod pool;
@@ -33,7 +34,8 @@ pub use builder::{BuildError, Worker, WorkerBuilder};
 pub use connection::ConnectionError;
 pub use drain::Shutdown;
 pub use epoch::{EpochFilter, FrameObserver, ReceivedFrame};
-pub use exec::ExecTask;
+pub use exec::{ExecSetupError, ExecTask};
+pub use exec_supervisor::{Supervisor, SupervisorError};
 pub use progress::{ProgressReporter, PROGRESS_INTERVAL};
 pub use tasks::{decode_payload, TaskContext, TaskError, TaskHandler, TaskRegistry, Threads};
 

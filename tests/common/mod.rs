@@ -45,6 +45,13 @@ pub fn coordinator_config(dir: &std::path::Path) -> CoordinatorConfig {
     }
 }
 
+/// The `exec-supervisor` for workers run inside the test binary, whose
+/// `main` is the test harness's and cannot supervise: the built
+/// `taskyard-worker`.
+pub fn exec_supervisor() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_taskyard-worker"))
+}
+
 pub fn worker_config(coordinator: SocketAddr, id: &str, capacity: u32) -> WorkerConfig {
     WorkerConfig {
         coordinator: coordinator.to_string(),

@@ -31,6 +31,33 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// Pids of live processes with `needle` in their command line.
+pub fn processes_mentioning(needle: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (cmdline.contains(needle) && group_of(pid).is_some()).then_some(pid)
+        })
+        .collect()
+}
+
+/// The process group of live (not zombie) process `pid`.
+pub fn group_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().take(3).collect();
+    match fields.as_slice() {
+        [state, _, group] if *state != "Z" => group.parse().ok(),
+        _ => None,
+    }
+}
+
 /// Waits until a file holds a process group id (written by the program
 /// under test as `echo $$ > file`); returns it.
 pub fn read_pgid(path: &std::path::Path) -> i32 {
