@@ -26,13 +26,13 @@ use crate::worker::allow::ResolveError;
 use crate::worker::drain::Shutdown;
 use crate::worker::exec::ExecTask;
 use crate::worker::tasks::{TaskContext, TaskError, TaskRegistry, Threads};
-use crate::worker::WorkerHandle;
+use crate::worker::{Refusal, WorkerHandle};
 use slog::{error, Logger};
 use std::future::Future;
 use std::sync::Arc;
 use thiserror::Error;
 
-/// Why a worker could not be built or started.
+/// Why a worker could not be built or started, or stopped on its own.
 #[derive(Debug, Error)]
 pub enum BuildError {
     #[error("task type {name:?}: {source}")]
@@ -41,6 +41,9 @@ pub enum BuildError {
     ExecAllow(#[from] ResolveError),
     #[error("cannot start the worker runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// A coordinator refused the worker for a reason retrying cannot fix.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
 }
 
 /// Entry point of the builder; see the module documentation.
@@ -149,8 +152,10 @@ impl WorkerBuilder {
 
     /// Runs the worker on the calling thread until SIGINT or SIGTERM, then
     /// drains it (see [`drain`](crate::worker::drain)); a second signal stops
-    /// it at once. Returns `Ok` once it has stopped. Do not call it from
-    /// inside an async runtime.
+    /// it at once. Returns `Ok` once it has stopped, or
+    /// [`BuildError::Refused`] as soon as a coordinator refuses it for good
+    /// (a wrong token, a TLS or protocol version mismatch, a refused
+    /// registration). Do not call it from inside an async runtime.
     pub fn run(mut self) -> Result<(), BuildError> {
         let observer = self.observer.take();
         let (config, registry, log) = self.prepare()?;
@@ -164,7 +169,7 @@ impl WorkerBuilder {
         runtime.spawn(drain_on_signal(shutdown.clone(), log.clone()));
         runtime.block_on(crate::worker::run_observed(
             config, registry, log, shutdown, observer,
-        ));
+        ))?;
         Ok(())
     }
 
