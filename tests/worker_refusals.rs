@@ -175,6 +175,14 @@ fn a_refused_registration_ends_the_worker() {
 }
 
 #[test]
+fn a_worker_on_the_client_port_exits_naming_the_listener() {
+    let cluster = Cluster::start_configured(|_| {});
+    let dir = tempfile::tempdir().expect("dir");
+    let addr = cluster.client_addr();
+    expect_refused(dir.path(), &addr, &[], &addr, "wrong listener");
+}
+
+#[test]
 fn a_standby_and_a_dead_address_are_retried_one_line_per_attempt() {
     let standby = FakeStandby::for_workers(None);
     let down = free_port();
