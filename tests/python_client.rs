@@ -2,15 +2,15 @@
 //! (`clients/python/tests/worker_main.py`) registers with an in-process
 //! coordinator, runs jobs the Rust client submits, reports progress the
 //! Rust client reads, and hears a cancel. Needs a Python with the package
-//! installed: `$TASKYARD_PYTHON`, else `target/pyenv/bin/python` (which
-//! `.ci/run` makes); without one the test names the package and skips
+//! installed: `$TASKYARD_PYTHON`, else `pyenv/bin/python` in cargo's
+//! target directory (which `.ci/run` makes); without one the test names the package and skips
 //! (fails under `TASKYARD_REQUIRE_EXTERNAL=1`).
 
 mod common;
 
 use common::external::{self, Package};
 use common::{wait_until, Cluster};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use taskyard::client::WaitOutcome;
@@ -22,7 +22,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 fn python() -> Option<PathBuf> {
     let candidate = std::env::var_os("TASKYARD_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(ROOT).join("target/pyenv/bin/python"));
+        .unwrap_or_else(|| target_dir().join("pyenv/bin/python"));
     let works = Command::new(&candidate)
         .args(["-c", "import taskyard"])
         .stdout(Stdio::null())
@@ -34,6 +34,13 @@ fn python() -> Option<PathBuf> {
         works.then_some(candidate),
         Package::PyPi("./clients/python"),
     )
+}
+
+/// Where cargo builds (`target/` or `$CARGO_TARGET_DIR`), as `.ci/target-dir`
+/// prints it: the parent of the directory cargo gives tests for scratch files.
+fn target_dir() -> PathBuf {
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    scratch.parent().unwrap_or(scratch).to_path_buf()
 }
 
 /// Kills the worker process when the test ends, passing or not.

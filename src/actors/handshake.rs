@@ -5,7 +5,7 @@
 use crate::actors::listener::Slot;
 use crate::actors::write_budget::UnwrittenBytes;
 use crate::protocol::register::WorkerLimits;
-use crate::protocol::{Hello, Role, PROTOCOL_VERSION};
+use crate::protocol::{Hello, Role, PROTOCOL_VERSION, VERSION_MISMATCH, WRONG_LISTENER};
 use crate::security::Secret;
 use slog::Logger;
 use std::net::SocketAddr;
@@ -51,13 +51,13 @@ impl ListenerPolicy {
     pub fn check_hello(&self, peer: &Hello) -> Result<(), String> {
         if peer.protocol_version != PROTOCOL_VERSION {
             return Err(format!(
-                "protocol version mismatch: peer speaks version {}, this coordinator speaks version {}",
+                "{VERSION_MISMATCH}: peer speaks version {}, this coordinator speaks version {}",
                 peer.protocol_version, PROTOCOL_VERSION
             ));
         }
         if peer.role != self.role {
             return Err(format!(
-                "wrong listener: a {} connected to the {} port (protocol version {} on both sides)",
+                "{WRONG_LISTENER}: a {} connected to the {} port (protocol version {} on both sides)",
                 peer.role, self.role, PROTOCOL_VERSION
             ));
         }

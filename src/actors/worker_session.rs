@@ -11,7 +11,9 @@ use crate::actors::outbox::SendToWorker;
 use crate::actors::session_io::{SessionIo, SessionPhase};
 use crate::actors::write_budget::{StallWatch, MIN_PROGRESS_BYTES};
 use crate::protocol::limits;
-use crate::protocol::register::{cut_at_char_boundary, validate_claims, validate_register};
+use crate::protocol::register::{
+    cut_at_char_boundary, validate_claims, validate_register, REGISTRATION_REFUSED,
+};
 use crate::protocol::{
     CoordinatorToWorker, ProtocolError, RunningAttempt, TaskOutcome, WorkerId, WorkerMessage,
 };
@@ -228,7 +230,7 @@ impl<W: AsyncWrite + Unpin + 'static> WorkerSession<W> {
         if let Err(refused) = valid {
             return self
                 .io
-                .close_with_error_bounded(format!("registration refused: {refused}"), ctx);
+                .close_with_error_bounded(format!("{REGISTRATION_REFUSED}: {refused}"), ctx);
         }
         info!(self.io.log(), "worker connected"; "worker" => %worker_id);
         self.io.set_phase(Phase::Registered);

@@ -1,6 +1,9 @@
 //! `taskyard-worker`: connects to a coordinator and runs tasks until
 //! SIGINT/SIGTERM, then drains (a second signal stops it at once). Every
-//! config key is also a flag; flags override the file.
+//! config key is also a flag; flags override the file. Exits 2 on a config
+//! error, and 1 with one line naming the coordinator and the cause when a
+//! coordinator refuses it for good (wrong token, TLS or protocol version
+//! mismatch, refused registration).
 
 use clap::Parser;
 use std::path::PathBuf;

@@ -21,6 +21,14 @@ pub const PROTOCOL_VERSION: u32 = 3;
 /// The `Error` frame text for a missing or wrong token; clients match on it.
 pub const UNAUTHORIZED: &str = "unauthorized";
 
+/// How the `Error` frame refusing a peer of another protocol version
+/// begins; a worker that gets it stops instead of retrying.
+pub const VERSION_MISMATCH: &str = "protocol version mismatch";
+
+/// How the `Error` frame refusing a peer that dialled the other role's
+/// listener begins; a worker that gets it stops instead of retrying.
+pub const WRONG_LISTENER: &str = "wrong listener";
+
 /// How the `Error` frame closing an idle client connection begins. The
 /// coordinator read no request after it decided to close, so a client may
 /// resend on a new connection whatever it sent after that point.

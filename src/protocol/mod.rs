@@ -29,6 +29,7 @@ pub use frame::{
 };
 pub use hello::{
     Hello, Role, IDLE_CLOSED, MIN_CLIENT_IDLE_TIMEOUT_MILLIS, PROTOCOL_VERSION, UNAUTHORIZED,
+    VERSION_MISMATCH, WRONG_LISTENER,
 };
 pub use id_prefix::{IdPrefix, IdPrefixError};
 pub use ids::{JobId, LeaseId, WorkerId};

@@ -11,6 +11,10 @@ use thiserror::Error;
 pub const DEFAULT_MAX_TASK_TYPES_PER_WORKER: usize = 256;
 /// Default for `max-worker-capacity`.
 pub const DEFAULT_MAX_WORKER_CAPACITY: u32 = 10_000;
+/// How the `Error` frame refusing a `Register` begins (the reason
+/// follows); a worker that gets it stops instead of retrying.
+pub const REGISTRATION_REFUSED: &str = "registration refused";
+
 /// Default for `max-error-bytes`.
 pub const DEFAULT_MAX_ERROR_BYTES: usize = 8 * 1024;
 

@@ -27,13 +27,13 @@ use crate::worker::drain::Shutdown;
 use crate::worker::exec::{ExecSetupError, ExecTask};
 use crate::worker::exec_supervisor::SupervisorError;
 use crate::worker::tasks::{TaskContext, TaskError, TaskRegistry, Threads};
-use crate::worker::WorkerHandle;
+use crate::worker::{Refusal, WorkerHandle};
 use slog::{error, Logger};
 use std::future::Future;
 use std::sync::Arc;
 use thiserror::Error;
 
-/// Why a worker could not be built or started.
+/// Why a worker could not be built or started, or stopped on its own.
 #[derive(Debug, Error)]
 pub enum BuildError {
     #[error("task type {name:?}: {source}")]
@@ -44,6 +44,9 @@ pub enum BuildError {
     ExecSupervisor(#[from] SupervisorError),
     #[error("cannot start the worker runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// A coordinator refused the worker for a reason retrying cannot fix.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
 }
 
 impl From<ExecSetupError> for BuildError {
@@ -161,8 +164,10 @@ impl WorkerBuilder {
 
     /// Runs the worker on the calling thread until SIGINT or SIGTERM, then
     /// drains it (see [`drain`](crate::worker::drain)); a second signal stops
-    /// it at once. Returns `Ok` once it has stopped. Do not call it from
-    /// inside an async runtime.
+    /// it at once. Returns `Ok` once it has stopped, or
+    /// [`BuildError::Refused`] as soon as a coordinator refuses it for good
+    /// (a wrong token, a TLS or protocol version mismatch, a refused
+    /// registration). Do not call it from inside an async runtime.
     pub fn run(mut self) -> Result<(), BuildError> {
         let observer = self.observer.take();
         let (config, registry, log) = self.prepare()?;
@@ -176,7 +181,7 @@ impl WorkerBuilder {
         runtime.spawn(drain_on_signal(shutdown.clone(), log.clone()));
         runtime.block_on(crate::worker::run_observed(
             config, registry, log, shutdown, observer,
-        ));
+        ))?;
         Ok(())
     }
 

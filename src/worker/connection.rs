@@ -7,9 +7,11 @@
 //! sought with capped exponential backoff. Once the pool drains, every
 //! connection says `Draining` and refuses assignments.
 
+use crate::protocol::register::REGISTRATION_REFUSED;
 use crate::protocol::{
     CoordinatorToWorker, FrameCodec, Hello, LeaderAddresses, LeaderSearch, ProtocolError, Role,
-    TaskOutcome, WorkerId, WorkerMessage, PROTOCOL_VERSION,
+    TaskOutcome, WorkerId, WorkerMessage, PROTOCOL_VERSION, UNAUTHORIZED, VERSION_MISMATCH,
+    WRONG_LISTENER,
 };
 use crate::security::Secret;
 use crate::worker::epoch::{EpochFilter, FrameObserver, ReceivedFrame};
@@ -18,7 +20,7 @@ use crate::worker::pool::{Assignment, Ledger, TaskPool};
 use crate::worker::transport::{CoordinatorStream, Transport};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use slog::{debug, error, info, warn, Logger};
+use slog::{debug, info, warn, Logger};
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
@@ -47,6 +49,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why a connection attempt or an established connection ended.
+/// [`ConnectionError::is_definitive`] says whether trying again can help.
 #[derive(Debug, Error)]
 pub enum ConnectionError {
     #[error("cannot connect to {addr}: {source}")]
@@ -56,10 +59,18 @@ pub enum ConnectionError {
     },
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
-    #[error("coordinator refused the connection: {0}")]
-    Refused(String),
+    /// The coordinator sent an `Error` frame and closed the connection.
+    #[error("{}", refusal_text(message))]
+    Refused { message: String },
     #[error("coordinator speaks protocol version {theirs}, this worker {ours}")]
     VersionMismatch { ours: u32, theirs: u32 },
+    /// The TLS handshake failed: a `rustls` error inside `source` is the
+    /// peer's certificate or a peer that does not speak TLS; anything else
+    /// (the connection dropped) is worth another try.
+    #[error("TLS handshake failed: {}", tls_text(source))]
+    Tls { source: std::io::Error },
+    #[error("tls-server-name: {0}")]
+    TlsServerName(String),
     #[error("connection closed by the coordinator")]
     Closed,
     /// Nothing, not even a heartbeat's answer, came for this long.
@@ -85,6 +96,71 @@ pub enum ConnectionError {
     },
     #[error("no coordinator address to try")]
     NoAddress,
+}
+
+impl ConnectionError {
+    /// True when a coordinator answered and refused this worker for a
+    /// reason another attempt cannot change: a wrong or missing token, a
+    /// protocol version or listener mismatch, a refused `Register`, a TLS
+    /// mismatch (untrusted certificate, TLS against a plaintext port or the
+    /// reverse) or an HTTP port. Everything else — no answer, a reset, a
+    /// timeout, a standby's `NotLeader`, a full coordinator — is transient.
+    pub fn is_definitive(&self) -> bool {
+        match self {
+            ConnectionError::Refused { message } => refusal_is_definitive(message),
+            ConnectionError::VersionMismatch { .. } | ConnectionError::TlsServerName(_) => true,
+            ConnectionError::Tls { source } => is_tls_error(source),
+            ConnectionError::Protocol(ProtocolError::WrongPort { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+/// The `Error` frames that refuse the worker itself rather than this
+/// moment: they begin with texts the coordinator takes from `protocol`.
+fn refusal_is_definitive(message: &str) -> bool {
+    message == UNAUTHORIZED
+        || [VERSION_MISMATCH, WRONG_LISTENER, REGISTRATION_REFUSED]
+            .iter()
+            .any(|prefix| message.starts_with(prefix))
+}
+
+fn refusal_text(message: &str) -> String {
+    if message == UNAUTHORIZED {
+        format!("{UNAUTHORIZED}: check the worker token (token or token-file)")
+    } else {
+        message.to_string()
+    }
+}
+
+/// tokio-rustls reports what rustls refused (a certificate, a record that
+/// is not TLS) as an `io::Error` wrapping a `rustls::Error`; an early end
+/// of the stream or a reset carries no such error.
+fn is_tls_error(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+}
+
+/// A record that is not TLS at all means a plaintext port: say so.
+fn tls_text(e: &std::io::Error) -> String {
+    let inner = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match inner {
+        Some(rustls::Error::InvalidMessage(_)) => {
+            format!("{e} (a plaintext port? then leave tls-ca unset)")
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// A coordinator refused this worker, or the two cannot agree on TLS, for
+/// a reason another attempt cannot change (see
+/// [`ConnectionError::is_definitive`]); the worker stops.
+#[derive(Debug, Error)]
+#[error("giving up on the coordinator at {addr}: {cause}")]
+pub struct Refusal {
+    pub addr: String,
+    pub cause: ConnectionError,
 }
 
 fn leader_text(leader: &Option<Box<LeaderAddresses>>) -> String {
@@ -124,12 +200,14 @@ struct Carried {
     start: usize,
 }
 
-/// Connects, serves and reconnects until `shutdown` is cancelled. The delay
-/// between rounds through the address list starts at 100 ms, doubles up
-/// to `reconnect_max`, and is reset once a registration succeeds. Tasks
-/// run under `shutdown`, not under a connection: only stopping the worker
-/// (or a `TaskCancel`, or their deadline) cancels them.
-pub async fn run(worker: Worker, shutdown: CancellationToken) {
+/// Connects, serves and reconnects until `shutdown` is cancelled (`Ok`) or
+/// a coordinator refuses the worker definitively (`Err`, not logged: the
+/// caller reports it). Each failed attempt is logged once, naming its
+/// address. The delay between rounds through the address list starts at
+/// 100 ms, doubles up to `reconnect_max`, and is reset once a registration
+/// succeeds. Tasks run under `shutdown`, not under a connection: only
+/// stopping the worker (or a `TaskCancel`, or their deadline) cancels them.
+pub async fn run(worker: Worker, shutdown: CancellationToken) -> Result<(), Refusal> {
     let mut backoff = Backoff::new(worker.reconnect_max);
     let (sender, queued) = mpsc::channel(WRITE_QUEUE);
     let mut carried = Carried {
@@ -141,22 +219,13 @@ pub async fn run(worker: Worker, shutdown: CancellationToken) {
     loop {
         let found = tokio::select! {
             _ = shutdown.cancelled() => break,
-            found = worker.find_leader(&mut carried) => found,
+            found = worker.find_leader(&mut carried) => found?,
         };
-        match found {
-            Ok((conn, addr)) => {
-                backoff.reset();
-                let end = worker.serve(conn, &addr, &mut carried, &shutdown).await;
-                if matches!(end, Err(ConnectionError::Silent(_))) {
-                    // A paused or cut-off coordinator still accepts
-                    // connections (its kernel does) but never answers a
-                    // Hello: try the others first, so a new leader hears
-                    // this worker's claims within its claim window.
-                    carried.start = (carried.start + 1) % worker.transport.addrs.len().max(1);
-                }
-                worker.log_end(&addr, end, &shutdown);
-            }
-            Err(e) => worker.log_failure("", &e),
+        if let Some((conn, addr)) = found {
+            backoff.reset();
+            worker
+                .serve_until_lost(conn, &addr, &mut carried, &shutdown)
+                .await;
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -164,18 +233,40 @@ pub async fn run(worker: Worker, shutdown: CancellationToken) {
         }
     }
     info!(worker.log, "worker stopped");
+    Ok(())
 }
 
 impl Worker {
+    /// Serves a registered connection until it ends, and logs why it did.
+    async fn serve_until_lost(
+        &self,
+        conn: Connection,
+        addr: &str,
+        carried: &mut Carried,
+        shutdown: &CancellationToken,
+    ) {
+        let end = self.serve(conn, addr, carried, shutdown).await;
+        if matches!(end, Err(ConnectionError::Silent(_))) {
+            // A paused or cut-off coordinator still accepts connections (its
+            // kernel does) but never answers a Hello: try the others first,
+            // so a new leader hears this worker's claims within its claim
+            // window.
+            carried.start = (carried.start + 1) % self.transport.addrs.len().max(1);
+        }
+        self.log_end(addr, end, shutdown);
+    }
+
     /// One round through the address list, from the one that worked last,
     /// going to the leader a standby names; returns the first registered
-    /// connection and its address, or the last failure.
+    /// connection and its address, `None` when every attempt failed for a
+    /// transient reason (each logged), or the first definitive refusal at
+    /// once: every coordinator of a cluster shares the token, the protocol
+    /// version and the TLS setup, so no other address would answer better.
     async fn find_leader(
         &self,
         carried: &mut Carried,
-    ) -> Result<(Connection, String), ConnectionError> {
+    ) -> Result<Option<(Connection, String)>, Refusal> {
         let mut search = LeaderSearch::new(&self.transport.addrs, carried.start);
-        let mut last = ConnectionError::NoAddress;
         while let Some(addr) = search.next_addr() {
             let attempt = tokio::time::timeout(
                 HANDSHAKE_TIMEOUT,
@@ -186,8 +277,9 @@ impl Worker {
             match attempt {
                 Ok(conn) => {
                     carried.start = search.position_of(&addr);
-                    return Ok((conn, addr));
+                    return Ok(Some((conn, addr)));
                 }
+                Err(cause) if cause.is_definitive() => return Err(Refusal { addr, cause }),
                 Err(e) => {
                     self.log_failure(&addr, &e);
                     if let ConnectionError::NotLeader {
@@ -199,11 +291,10 @@ impl Worker {
                             search.follow(to);
                         }
                     }
-                    last = e;
                 }
             }
         }
-        Err(last)
+        Ok(None)
     }
 
     async fn connect_and_register(
@@ -310,7 +401,7 @@ impl Worker {
         waiting_for: &str,
     ) -> Result<(), ConnectionError> {
         match frame {
-            CoordinatorToWorker::Error { message } => Err(ConnectionError::Refused(message)),
+            CoordinatorToWorker::Error { message } => Err(ConnectionError::Refused { message }),
             other => {
                 warn!(self.log, "unexpected frame ignored"; "frame" => ?other, "waiting_for" => waiting_for);
                 Ok(())
@@ -454,13 +545,11 @@ impl Worker {
         }
     }
 
+    /// One line per failed attempt or ended connection, naming the address.
     fn log_failure(&self, addr: &str, e: &ConnectionError) {
         match e {
-            ConnectionError::Refused(message) => {
-                error!(self.log, "coordinator refused the connection"; "coordinator" => addr, "message" => message)
-            }
-            ConnectionError::VersionMismatch { .. } => {
-                error!(self.log, "protocol version mismatch"; "coordinator" => addr, "reason" => %e)
+            ConnectionError::Refused { message } => {
+                warn!(self.log, "coordinator refused the connection"; "coordinator" => addr, "message" => message)
             }
             ConnectionError::NotLeader { .. } => {
                 info!(self.log, "coordinator is a standby"; "coordinator" => addr, "reason" => %e)
@@ -623,6 +712,95 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
+
+    fn refused(message: &str) -> ConnectionError {
+        ConnectionError::Refused {
+            message: message.to_string(),
+        }
+    }
+
+    fn io_error(kind: io::ErrorKind) -> io::Error {
+        io::Error::new(kind, "test")
+    }
+
+    #[test]
+    fn refusals_of_the_worker_itself_are_definitive() {
+        let definitive = [
+            refused(UNAUTHORIZED),
+            refused(&format!(
+                "{VERSION_MISMATCH}: peer speaks version 2, this coordinator speaks version 3"
+            )),
+            refused(&format!(
+                "{WRONG_LISTENER}: a worker connected to the client port"
+            )),
+            refused(&format!(
+                "{REGISTRATION_REFUSED}: capacity: 9 is outside 1..=4"
+            )),
+            ConnectionError::VersionMismatch { ours: 3, theirs: 4 },
+            ConnectionError::Protocol(ProtocolError::WrongPort {
+                hint: crate::protocol::TLS_PORT_HINT,
+            }),
+            ConnectionError::Tls {
+                source: io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+                ),
+            },
+            ConnectionError::TlsServerName("not a valid DNS name".into()),
+        ];
+        for e in definitive {
+            assert!(e.is_definitive(), "{e} should stop the worker");
+        }
+    }
+
+    #[test]
+    fn failures_of_the_moment_are_transient() {
+        let transient = [
+            ConnectionError::Connect {
+                addr: "127.0.0.1:1".into(),
+                source: io_error(io::ErrorKind::ConnectionRefused),
+            },
+            ConnectionError::Protocol(ProtocolError::Io(io_error(io::ErrorKind::ConnectionReset))),
+            ConnectionError::Protocol(ProtocolError::Truncated),
+            ConnectionError::Tls {
+                source: io_error(io::ErrorKind::UnexpectedEof),
+            },
+            ConnectionError::Closed,
+            ConnectionError::HandshakeTimeout(HANDSHAKE_TIMEOUT),
+            ConnectionError::Silent(Duration::from_secs(1)),
+            ConnectionError::NotLeader {
+                addr: "127.0.0.1:2".into(),
+                leader: None,
+            },
+            ConnectionError::StaleEpoch {
+                addr: "127.0.0.1:2".into(),
+                theirs: 1,
+                newest: 2,
+            },
+            refused("too many connections: max-connections (8) reached"),
+            refused("no valid Hello within handshake-timeout-millis (5000)"),
+            refused("coordinator is shutting down"),
+            // Only an exact "unauthorized" is the token's refusal.
+            refused("unauthorized-ish"),
+        ];
+        for e in transient {
+            assert!(!e.is_definitive(), "{e} should be retried");
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_address_and_what_to_check() {
+        let refusal = Refusal {
+            addr: "10.0.0.7:7401".into(),
+            cause: refused(UNAUTHORIZED),
+        };
+        assert_eq!(
+            refusal.to_string(),
+            "giving up on the coordinator at 10.0.0.7:7401: unauthorized: \
+             check the worker token (token or token-file)"
+        );
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_cap_and_resets() {

@@ -31,7 +31,7 @@ mod peer_tests;
 
 pub use allow::{AllowList, NotAllowed, ResolveError};
 pub use builder::{BuildError, Worker, WorkerBuilder};
-pub use connection::ConnectionError;
+pub use connection::{ConnectionError, Refusal};
 pub use drain::Shutdown;
 pub use epoch::{EpochFilter, FrameObserver, ReceivedFrame};
 pub use exec::{ExecSetupError, ExecTask};
@@ -154,14 +154,28 @@ fn run_on_own_runtime(
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(run_observed(config, registry, log, shutdown, observer)),
+        Ok(runtime) => {
+            let ran = runtime.block_on(run_observed(
+                config,
+                registry,
+                log.clone(),
+                shutdown,
+                observer,
+            ));
+            if let Err(refusal) = ran {
+                error!(log, "worker stopped: giving up on the coordinator"; "coordinator" => &refusal.addr, "reason" => %refusal.cause);
+            }
+        }
         Err(e) => error!(log, "cannot start worker runtime"; "error" => %e),
     }
 }
 
 /// Runs the task types of `registry` until `shutdown.stop` is cancelled
 /// (or a drain requested by `shutdown.drain` completes), reconnecting
-/// whenever the connection is lost.
+/// whenever the connection is lost. A coordinator's definitive refusal (a
+/// wrong token, a TLS or protocol version mismatch, a refused `Register`:
+/// see [`ConnectionError::is_definitive`]) stops the worker and is
+/// returned, not logged; its running tasks are cancelled.
 ///
 /// Task handlers run on a runtime of their own (one thread per slot), while
 /// the connection, the heartbeat and the writer stay on the caller's: a
@@ -174,7 +188,7 @@ pub async fn run_with_registry(
     registry: TaskRegistry,
     log: Logger,
     shutdown: Shutdown,
-) {
+) -> Result<(), Refusal> {
     run_observed(config, registry, log, shutdown, None).await
 }
 
@@ -185,7 +199,7 @@ pub async fn run_observed(
     log: Logger,
     shutdown: Shutdown,
     observer: Option<FrameObserver>,
-) {
+) -> Result<(), Refusal> {
     match TaskRuntime::dedicated(config.capacity) {
         Ok(tasks) => {
             let run = Run {
@@ -196,7 +210,10 @@ pub async fn run_observed(
             };
             run_with_task_runtime(run, log, shutdown).await
         }
-        Err(e) => error!(log, "cannot start the task runtime"; "error" => %e),
+        Err(e) => {
+            error!(log, "cannot start the task runtime"; "error" => %e);
+            Ok(())
+        }
     }
 }
 
@@ -208,7 +225,7 @@ struct Run {
     observer: Option<FrameObserver>,
 }
 
-async fn run_with_task_runtime(run: Run, log: Logger, shutdown: Shutdown) {
+async fn run_with_task_runtime(run: Run, log: Logger, shutdown: Shutdown) -> Result<(), Refusal> {
     let Run {
         config,
         registry,
@@ -237,7 +254,10 @@ async fn run_with_task_runtime(run: Run, log: Logger, shutdown: Shutdown) {
     );
     let transport = match transport::Transport::from_config(&config) {
         Ok(transport) => transport,
-        Err(e) => return slog::error!(log, "cannot start worker"; "error" => e),
+        Err(e) => {
+            slog::error!(log, "cannot start worker"; "error" => e);
+            return Ok(());
+        }
     };
     let drain_limits = drain::DrainLimits {
         timeout: Duration::from_millis(config.drain_timeout_millis),
@@ -257,7 +277,13 @@ async fn run_with_task_runtime(run: Run, log: Logger, shutdown: Shutdown) {
         max_frame_bytes: config.max_frame_bytes,
         log,
     };
-    tokio::join!(connection::run(worker, shutdown.stop), supervise);
+    let connect = async {
+        let ran = connection::run(worker, shutdown.stop.clone()).await;
+        // A refusal ends the drain supervisor and the running tasks too.
+        shutdown.stop.cancel();
+        ran
+    };
+    tokio::join!(connect, supervise).0
 }
 
 /// `config.worker_id`, or a fresh `worker-` + 8 hex digits when it is empty.

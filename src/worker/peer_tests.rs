@@ -61,7 +61,7 @@ impl Drain for Capture {
 struct Harness {
     listener: TcpListener,
     shutdown: CancellationToken,
-    worker: tokio::task::JoinHandle<()>,
+    worker: tokio::task::JoinHandle<Result<(), Refusal>>,
     lines: Lines,
 }
 
@@ -150,6 +150,11 @@ impl Harness {
         }
     }
 
+    /// The in-test coordinator's address, as the worker names it.
+    fn addr(&self) -> String {
+        self.listener.local_addr().expect("addr").to_string()
+    }
+
     async fn accept(&self) -> Peer {
         let (stream, _) = timeout(PATIENCE, self.listener.accept())
             .await
@@ -186,7 +191,17 @@ impl Harness {
         timeout(PATIENCE, self.worker)
             .await
             .expect("run returns")
-            .expect("no panic");
+            .expect("no panic")
+            .expect("stopped, not refused");
+    }
+
+    /// Waits for the worker to stop on its own and returns its refusal.
+    async fn refused(self) -> Refusal {
+        timeout(PATIENCE, self.worker)
+            .await
+            .expect("run returns")
+            .expect("no panic")
+            .expect_err("refused")
     }
 }
 
@@ -409,11 +424,11 @@ async fn lost_connection_keeps_tasks_and_the_next_register_lists_them() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn error_answer_to_hello_is_logged_and_retried() {
+async fn a_passing_error_answer_to_hello_is_logged_once_and_retried() {
     let h = Harness::start("w-refused", 1).await;
     let mut peer = h.accept().await;
     expect_hello(&mut peer).await;
-    let message = "protocol version 1 is not supported".to_string();
+    let message = "too many connections: max-connections (8) reached".to_string();
     send(
         &mut peer,
         CoordinatorToWorker::Error {
@@ -425,13 +440,60 @@ async fn error_answer_to_hello_is_logged_and_retried() {
     let (_peer, register) = h.accept_registered().await;
     assert!(matches!(register, WorkerMessage::Register { .. }));
     let logged = h.lines.lock().expect("lines").clone();
+    let about: Vec<_> = logged
+        .iter()
+        .filter(|(_, line)| line.contains(&message))
+        .collect();
+    assert_eq!(about.len(), 1, "logged once: {logged:?}");
+    assert_eq!(about[0].0, Level::Warning, "{logged:?}");
     assert!(
-        logged
-            .iter()
-            .any(|(level, line)| *level == Level::Error && line.contains(&message)),
+        about[0].1.contains(&format!("coordinator={}", h.addr())),
         "{logged:?}"
     );
     h.stop().await;
+}
+
+/// The worker stops on the refusal and leaves the one line about it to
+/// its caller (`taskyard-worker` prints it; a `WorkerHandle` logs it).
+#[tokio::test(start_paused = true)]
+async fn an_unauthorized_answer_stops_the_worker_with_a_refusal_it_does_not_log() {
+    let h = Harness::start("w-token", 1).await;
+    let mut peer = h.accept().await;
+    expect_hello(&mut peer).await;
+    let message = crate::protocol::UNAUTHORIZED.to_string();
+    send(&mut peer, CoordinatorToWorker::Error { message }).await;
+    let (addr, lines) = (h.addr(), h.lines.clone());
+    let refusal = h.refused().await;
+    assert_eq!(refusal.addr, addr);
+    assert!(refusal.to_string().contains("unauthorized"), "{refusal}");
+    let logged = lines.lock().expect("lines").clone();
+    assert!(
+        logged
+            .iter()
+            .all(|(_, line)| !line.contains("unauthorized")),
+        "{logged:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_registration_stops_the_worker() {
+    let h = Harness::start("w-big", 1).await;
+    let mut peer = h.accept().await;
+    expect_hello(&mut peer).await;
+    send(&mut peer, CoordinatorToWorker::Hello(hello())).await;
+    assert!(matches!(
+        next(&mut peer).await,
+        Some(WorkerMessage::Register { .. })
+    ));
+    let message = "registration refused: capacity: 1 is outside 1..=0".to_string();
+    send(&mut peer, CoordinatorToWorker::Error { message }).await;
+    let refusal = h.refused().await;
+    assert!(
+        refusal
+            .to_string()
+            .ends_with(": registration refused: capacity: 1 is outside 1..=0"),
+        "{refusal}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -492,7 +554,8 @@ async fn shutdown_closes_the_connection() {
     timeout(PATIENCE, h.worker)
         .await
         .expect("run returns")
-        .expect("no panic");
+        .expect("no panic")
+        .expect("stopped, not refused");
 }
 
 #[tokio::test]
@@ -508,7 +571,7 @@ async fn handle_runs_on_its_own_thread_and_stops() {
     let harness_like = Harness {
         listener,
         shutdown: CancellationToken::new(),
-        worker: tokio::spawn(async {}),
+        worker: tokio::spawn(async { Ok(()) }),
         lines: Lines::default(),
     };
     let (mut peer, register) = timeout(Duration::from_secs(10), harness_like.accept_registered())

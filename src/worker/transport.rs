@@ -64,12 +64,12 @@ impl Transport {
             return Ok(Box::new(stream));
         };
         let name = tls::server_name(&tls.server_name, addr)
-            .map_err(|e| ConnectionError::Refused(format!("tls-server-name: {e}")))?;
+            .map_err(|e| ConnectionError::TlsServerName(e.to_string()))?;
         let stream = tls
             .connector
             .connect(name, stream)
             .await
-            .map_err(|e| ConnectionError::Refused(format!("TLS handshake failed: {e}")))?;
+            .map_err(|source| ConnectionError::Tls { source })?;
         Ok(Box::new(stream))
     }
 }

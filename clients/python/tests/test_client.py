@@ -212,6 +212,11 @@ def make_ca(tmp: Path) -> tuple[Path, Path, Path]:
     return ca_path, cert_path, key_path
 
 
+def test_the_other_roles_port_is_a_protocol_mismatch(coordinator: Coordinator) -> None:
+    with pytest.raises(ProtocolMismatch, match="wrong listener"):
+        Client(coordinator.worker)
+
+
 def test_tls_with_a_ca_made_here(procs: Processes, tmp_path: Path) -> None:
     ca, cert, key = make_ca(tmp_path)
     c = procs.coordinator("--tls-cert", str(cert), "--tls-key", str(key), tls_ca=str(ca))

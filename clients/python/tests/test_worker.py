@@ -213,6 +213,26 @@ def test_a_worker_with_a_wrong_token_stops_with_unauthorized(procs: Processes) -
     assert right.poll() is None
 
 
+def test_a_worker_whose_registration_is_refused_stops_with_rejected(procs: Processes) -> None:
+    c = procs.coordinator("--max-worker-capacity", "2")
+    refused = procs.python_worker(c, "--capacity", "4")
+    assert refused.wait(timeout=20) != 0
+    log = (procs.tmp / "python-worker-0.log").read_text()
+    assert "Rejected" in log and "registration refused: capacity" in log, log
+
+
+def test_a_worker_prints_one_line_saying_what_it_serves(
+    procs: Processes, coordinator: Coordinator
+) -> None:
+    procs.python_worker(coordinator, "--types", "echo,noop", "--capacity", "3")
+    with coordinator.client_for() as client:
+        wait_until("the worker registered", workers_registered(client, 1))
+    log = (procs.tmp / "python-worker-0.log").read_text()
+    lines = [line for line in log.splitlines() if line.startswith("taskyard worker ")]
+    assert len(lines) == 1, log
+    assert f"serving echo, noop for coordinator {coordinator.worker} (capacity 3)" in lines[0]
+
+
 def test_the_drain_timeout_cancels_what_still_runs(
     procs: Processes, coordinator: Coordinator, tmp_path: Path
 ) -> None:

@@ -286,6 +286,8 @@ def handshake(
         message = str(body.get("message", "")) if isinstance(body, dict) else ""
         if message == wire.UNAUTHORIZED:
             raise Unauthorized(f"coordinator at {addr}: unauthorized: check the {role} token")
+        if message.startswith((wire.VERSION_MISMATCH, wire.WRONG_LISTENER)):
+            raise ProtocolMismatch(f"coordinator at {addr} refused: {message}", addr)
         raise Refused(f"coordinator at {addr} refused: {message}", addr)
     if name == "NotLeader":
         leader = body.get("leader") if isinstance(body, dict) else None

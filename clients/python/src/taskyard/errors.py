@@ -33,7 +33,8 @@ class Refused(Unreachable):
 
 class ProtocolMismatch(Unreachable):
     """The coordinator speaks another protocol version, or sent a frame that
-    is not what the protocol allows here, or is not taskyard at all."""
+    is not what the protocol allows here, or is not taskyard at all, or this
+    is its port for the other role (a worker on the client port)."""
 
 
 class Unauthorized(TaskyardError):

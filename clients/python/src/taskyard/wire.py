@@ -25,6 +25,15 @@ PROTOCOL_VERSION = 3
 UNAUTHORIZED = "unauthorized"
 """The ``Error`` message of a coordinator refusing a missing or wrong token."""
 
+VERSION_MISMATCH = "protocol version mismatch"
+"""How the ``Error`` refusing a peer of another protocol version begins."""
+
+WRONG_LISTENER = "wrong listener"
+"""How the ``Error`` refusing a peer on the other role's port begins."""
+
+REGISTRATION_REFUSED = "registration refused"
+"""How the ``Error`` refusing a worker's ``Register`` begins (the reason follows)."""
+
 IDLE_CLOSED = "idle connection closed"
 """How the ``Error`` closing an idle client connection begins."""
 

@@ -39,6 +39,7 @@ import os
 import queue
 import signal
 import socket
+import sys
 import threading
 import time
 from types import FrameType
@@ -57,7 +58,7 @@ from taskyard.connection import (
     handshake,
     parse_addresses,
 )
-from taskyard.errors import ProtocolMismatch, Refused, Unauthorized, Unreachable
+from taskyard.errors import ProtocolMismatch, Refused, Rejected, Unauthorized, Unreachable
 
 log = logging.getLogger("taskyard.worker")
 
@@ -305,14 +306,31 @@ class Worker:
 
     # ------------------------------------------------------------ run
 
-    def run(self, install_signal_handlers: bool = True) -> None:
-        """Connects, registers and runs assignments until stopped. SIGTERM or
-        SIGINT (when called on the main thread with ``install_signal_handlers``)
-        drains; a second one stops at once. Raises ``Unauthorized`` for a
-        wrong token and ``ProtocolMismatch`` for a coordinator this package
-        cannot speak to (TLS, version); other failures are retried."""
+    def describe(self) -> str:
+        """One line saying what this worker serves: its id, the coordinator
+        address(es), its task types and its capacity."""
+        slots = f"capacity {self.capacity}"
+        if self.prefetch:
+            slots += f", prefetch {self.prefetch}"
+        return (
+            f"taskyard worker {self.worker_id}: serving {', '.join(sorted(self._handlers))} "
+            f"for coordinator {','.join(self._addrs)} ({slots})"
+        )
+
+    def run(self, install_signal_handlers: bool = True, announce: bool = True) -> None:
+        """Connects, registers and runs assignments until stopped. First, with
+        ``announce``, it prints ``describe()`` to stderr (one line, whatever
+        the logging setup). SIGTERM or SIGINT (when called on the main thread
+        with ``install_signal_handlers``) drains; a second one stops at once.
+        Raises ``Unauthorized`` for a wrong token, ``ProtocolMismatch`` for a
+        coordinator this package cannot speak to (TLS, protocol version, its
+        client port) and ``Rejected`` for a registration it refuses (capacity
+        over its ``max-worker-capacity``, too many task types), as the Rust
+        worker exits on them; other failures are retried."""
         if not self._handlers:
             raise ValueError("no task handlers: register one with @worker.task(name)")
+        if announce:
+            print(self.describe(), file=sys.stderr, flush=True)
         previous = self._install_signals() if install_signal_handlers else {}
         threads = [
             threading.Thread(target=self._pool_thread, name=f"taskyard-task-{i}", daemon=True)
@@ -361,7 +379,7 @@ class Worker:
         while not self._stopping.is_set():
             try:
                 link, self._start = dial(self._addrs, self._start, 0.0, self._register)
-            except (Unauthorized, ProtocolMismatch):
+            except (Unauthorized, ProtocolMismatch, Rejected):
                 raise
             except Unreachable as e:
                 log.warning(
@@ -398,7 +416,10 @@ class Worker:
                     self._epoch = epoch
                     break
                 if name == "Error":
-                    raise Refused(f"coordinator at {addr} refused: {body.get('message')}", addr)
+                    message = str(body.get("message", "")) if isinstance(body, dict) else ""
+                    if message.startswith(wire.REGISTRATION_REFUSED):
+                        raise Rejected(f"coordinator at {addr}: {message}")
+                    raise Refused(f"coordinator at {addr} refused: {message}", addr)
                 log.warning("unexpected %s before Registered ignored", name)
         link.sock.settimeout(self.coordinator_timeout)
         log.info(
