@@ -747,7 +747,7 @@ async fn a_missing_result_delays_the_batch_only_for_the_window() {
 }
 
 #[actix_rt::test]
-async fn a_failing_commit_holds_every_answer_reports_not_ready_and_recovers_on_retry() {
+async fn a_failing_commit_fails_every_held_answer_reports_not_ready_and_recovers_on_retry() {
     let h = Harness::start();
     h.register_worker().await;
     h.release().await;
@@ -759,8 +759,23 @@ async fn a_failing_commit_holds_every_answer_reports_not_ready_and_recovers_on_r
         reason.contains("disk I/O error") && reason.contains("1 failed"),
         "{reason}"
     );
-    assert!(h.answers().is_empty(), "the submit is not durable");
-    assert!(assigned(&h.frames()).is_empty(), "nor is its assignment");
+    settle().await;
+    let not_durable = |answers: &[ClientAnswer]| -> Vec<u64> {
+        answers
+            .iter()
+            .filter(|a| matches!(&a.response, ClientResponse::NotDurable { reason } if reason.contains("disk I/O error")))
+            .map(|a| a.request_id)
+            .collect()
+    };
+    assert_eq!(
+        not_durable(&h.answers()),
+        vec![1],
+        "the submit's outcome is unknown"
+    );
+    assert!(
+        assigned(&h.frames()).is_empty(),
+        "its assignment is not durable"
+    );
 
     // Reads wait too, and the retry comes after COMMIT_RETRY_DELAY.
     h.request(2, ClientRequest::Workers).await;
@@ -772,11 +787,21 @@ async fn a_failing_commit_holds_every_answer_reports_not_ready_and_recovers_on_r
     let reason = h.not_ready().await.expect("still failing");
     assert!(reason.contains("2 failed"), "{reason}");
 
+    settle().await;
+    assert_eq!(
+        not_durable(&h.answers()),
+        vec![1, 2],
+        "the read held then failed too"
+    );
+
     advance(COMMIT_RETRY_DELAY).await;
     h.release().await;
-    let answered: Vec<u64> = h.answers().iter().map(|a| a.request_id).collect();
-    assert_eq!(answered, vec![1, 2], "held answers released in order");
-    assert_eq!(assigned(&h.frames()).len(), 1);
+    assert_eq!(h.answers().len(), 2, "nothing answered twice");
+    assert_eq!(
+        assigned(&h.frames()).len(),
+        1,
+        "the assignment, once durable"
+    );
     assert_eq!(h.not_ready().await, None, "ready again");
     assert_eq!(h.inspect().await.held_effects, 0);
 }

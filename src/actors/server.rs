@@ -172,6 +172,7 @@ fn retention(config: &CoordinatorConfig) -> Retention {
     Retention {
         max_finished: config.retain_finished_in_memory,
         max_age_ms: config.retain_finished_in_memory_millis,
+        max_bytes: config.retain_finished_in_memory_bytes,
     }
 }
 

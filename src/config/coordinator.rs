@@ -129,6 +129,9 @@ config_struct! {
         retain_finished_in_memory: usize = 10_000,
         /// Longest a finished job stays in memory.
         retain_finished_in_memory_millis: u64 = 60_000,
+        /// Most payload and result bytes of finished jobs kept in memory
+        /// (default 16 MiB); past it the oldest are read from the database.
+        retain_finished_in_memory_bytes: u64 = 16 * 1024 * 1024,
         /// Threads (each with a read-only connection) answering reads of
         /// jobs no longer in memory.
         history_readers: usize = 2,

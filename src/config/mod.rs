@@ -422,9 +422,10 @@ mod tests {
     }
 
     /// The retention keys `config/coordinator.toml` must list.
-    const RETENTION_KEYS: [&str; 7] = [
+    const RETENTION_KEYS: [&str; 8] = [
         "retain-finished-in-memory",
         "retain-finished-in-memory-millis",
+        "retain-finished-in-memory-bytes",
         "history-readers",
         "job-retention-millis",
         "failed-job-retention-millis",
@@ -451,6 +452,7 @@ mod tests {
                 (
                     c.retain_finished_in_memory,
                     c.retain_finished_in_memory_millis,
+                    c.retain_finished_in_memory_bytes,
                 ),
                 (c.history_readers, c.expiry_batch_rows),
                 (c.job_retention_millis, c.failed_job_retention_millis),

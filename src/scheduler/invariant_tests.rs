@@ -44,6 +44,7 @@ fn state() -> CoordinatorState {
     s.set_retention(Retention {
         max_finished: 2,
         max_age_ms: 3000,
+        max_bytes: u64::MAX,
     });
     s
 }

@@ -114,8 +114,9 @@ impl CoordinatorState {
         }
         for job in finished {
             self.next_sequence = self.next_sequence.max(job.sequence + 1);
+            let bytes = crate::scheduler::retention::held_bytes(&job);
             self.finished
-                .finished(job.id, job.finished_at.unwrap_or(now.wall_ms));
+                .finished(job.id, job.finished_at.unwrap_or(now.wall_ms), bytes);
             self.insert(job, now);
         }
         // Loaded finished rows are durable; jobs failed just now are not

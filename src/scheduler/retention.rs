@@ -21,8 +21,9 @@ use std::collections::VecDeque;
 /// holding the coordinator for one long sweep (~1 µs a job).
 pub const EVICTIONS_PER_STEP: usize = 256;
 
-/// How many finished jobs memory keeps, and for how long. A finished job
-/// is evicted once either bound is exceeded (and its row is durable).
+/// How many finished jobs memory keeps, how many of their bytes, and for
+/// how long. The oldest finished job is evicted while any bound is
+/// exceeded (and its row is durable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
     /// Most finished jobs kept in memory (`retain-finished-in-memory`).
@@ -30,6 +31,9 @@ pub struct Retention {
     /// Longest a finished job stays in memory, in milliseconds
     /// (`retain-finished-in-memory-millis`).
     pub max_age_ms: u64,
+    /// Most payload and result bytes of finished jobs kept in memory
+    /// (`retain-finished-in-memory-bytes`).
+    pub max_bytes: u64,
 }
 
 impl Retention {
@@ -38,7 +42,14 @@ impl Retention {
     pub const UNBOUNDED: Retention = Retention {
         max_finished: usize::MAX,
         max_age_ms: u64::MAX,
+        max_bytes: u64::MAX,
     };
+}
+
+/// The bytes of a job that a finished job holds in memory beyond its
+/// fixed fields: its payload and its result.
+pub(super) fn held_bytes(job: &crate::scheduler::Job) -> u64 {
+    (job.payload.len() + job.result.as_ref().map_or(0, |r| r.len())) as u64
 }
 
 /// One finish, in finishing order.
@@ -56,21 +67,27 @@ struct Finished {
 #[derive(Debug, Default)]
 pub(super) struct FinishedJobs {
     fifo: VecDeque<Finished>,
-    /// Each finished job in memory → the serial of its latest finish. An
-    /// entry of `fifo` whose serial is not here is stale (the job was
-    /// requeued, or finished again later) and is skipped.
-    latest: HashMap<JobId, u64>,
+    /// Each finished job in memory → the serial of its latest finish and
+    /// the bytes it holds (`held_bytes`). An entry of `fifo` whose serial
+    /// is not here is stale (the job was requeued, or finished again
+    /// later) and is skipped.
+    latest: HashMap<JobId, (u64, u64)>,
     next_serial: u64,
     /// How many entries at the back of `fifo` are not sealed yet.
     unsealed: usize,
+    /// The bytes held by the finished jobs in memory, summed.
+    bytes: u64,
 }
 
 impl FinishedJobs {
-    /// The job just became terminal at `now`.
-    pub(super) fn finished(&mut self, id: JobId, now: i64) {
+    /// The job just became terminal at `now`, holding `bytes`.
+    pub(super) fn finished(&mut self, id: JobId, now: i64, bytes: u64) {
         let serial = self.next_serial;
         self.next_serial += 1;
-        self.latest.insert(id, serial);
+        if let Some((_, old)) = self.latest.insert(id, (serial, bytes)) {
+            self.bytes -= old;
+        }
+        self.bytes += bytes;
         self.fifo.push_back(Finished {
             id,
             finished_at: now,
@@ -82,7 +99,14 @@ impl FinishedJobs {
 
     /// The job stopped being terminal (a requeue) or left memory.
     pub(super) fn forget(&mut self, id: JobId) {
-        self.latest.remove(&id);
+        if let Some((_, bytes)) = self.latest.remove(&id) {
+            self.bytes -= bytes;
+        }
+    }
+
+    /// The payload and result bytes the finished jobs in memory hold.
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Finished jobs in memory.
@@ -116,7 +140,7 @@ impl FinishedJobs {
     }
 
     fn is_current(&self, entry: &Finished) -> bool {
-        self.latest.get(&entry.id) == Some(&entry.serial)
+        self.latest.get(&entry.id).map(|(serial, _)| *serial) == Some(entry.serial)
     }
 }
 
@@ -176,7 +200,16 @@ impl CoordinatorState {
 
     fn beyond_window(&self, entry: &Finished, now: i64) -> bool {
         let age = u64::try_from(now.saturating_sub(entry.finished_at)).unwrap_or(0);
-        self.finished.len() > self.retention.max_finished || age > self.retention.max_age_ms
+        self.finished.len() > self.retention.max_finished
+            || age > self.retention.max_age_ms
+            || self.finished.bytes() > self.retention.max_bytes
+    }
+
+    /// True while the finished jobs in memory hold more bytes than
+    /// `retain-finished-in-memory-bytes`: the coordinator then evicts after
+    /// a commit instead of waiting for the sweep. O(1).
+    pub fn finished_over_bytes(&self) -> bool {
+        self.finished.bytes() > self.retention.max_bytes
     }
 
     fn is_durable(&self, entry: &Finished, durable: u64) -> bool {
@@ -228,8 +261,9 @@ impl CoordinatorState {
         }
         // Sealed with this step's batch like a fresh finish: later than
         // needed, never too early.
+        let bytes = held_bytes(&job);
         self.finished
-            .finished(job.id, job.finished_at.unwrap_or(now.wall_ms));
+            .finished(job.id, job.finished_at.unwrap_or(now.wall_ms), bytes);
         self.insert(job, now);
     }
 

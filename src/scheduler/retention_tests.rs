@@ -18,6 +18,7 @@ fn state(max_finished: usize, max_age_ms: u64) -> CoordinatorState {
     s.set_retention(Retention {
         max_finished,
         max_age_ms,
+        max_bytes: u64::MAX,
     });
     s
 }
@@ -309,4 +310,42 @@ fn eviction_gives_back_the_room_a_burst_of_jobs_took() {
         s.jobs.capacity()
     );
     assert!(s.finished.spare_capacity() <= 4 * 100 + 16);
+}
+
+#[test]
+fn finished_jobs_past_the_byte_bound_are_evicted_oldest_first() {
+    let mut s = state(usize::MAX, u64::MAX);
+    s.set_retention(Retention {
+        max_bytes: 10_000,
+        ..Retention::UNBOUNDED
+    });
+    let big = |s: &mut CoordinatorState| {
+        let message = "x".repeat(1_000);
+        let req = SubmitRequest::new("echo", encode_json(&json!({ "message": message })));
+        match s.submit(req, Now::both(0)) {
+            SubmitAnswer::Accepted { job_id, .. } => job_id,
+            SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+        }
+    };
+    let ids: Vec<JobId> = (0..30).map(|_| big(&mut s)).collect();
+    for id in &ids {
+        s.cancel(*id, Now::both(0)).expect("cancelled");
+    }
+    s.seal_finished(1);
+    s.take_dirty();
+    assert!(s.finished_over_bytes(), "30 payloads of ~1 KB");
+    evict_all(&mut s, 0, 1);
+    assert!(!s.finished_over_bytes());
+    let kept: Vec<&JobId> = ids.iter().filter(|id| s.holds(**id)).collect();
+    assert_eq!(
+        kept.len(),
+        9,
+        "as many ~1,010-byte payloads as fit 10,000 bytes"
+    );
+    assert_eq!(
+        kept,
+        ids.iter().skip(21).collect::<Vec<_>>(),
+        "the newest stay"
+    );
+    s.check_invariants().expect("invariants hold");
 }

@@ -330,7 +330,8 @@ impl CoordinatorState {
         if to.is_terminal() {
             job.finished_at = Some(now.wall_ms);
             self.active_jobs -= 1;
-            self.finished.finished(id, now.wall_ms);
+            let bytes = crate::scheduler::retention::held_bytes(&job);
+            self.finished.finished(id, now.wall_ms, bytes);
         } else if from.is_terminal() {
             // A requeue: the job counts against admission again.
             self.active_jobs += 1;

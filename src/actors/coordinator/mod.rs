@@ -354,6 +354,11 @@ impl Coordinator {
             }
             let commands = act.commits.committed(batch, result, &mut act.state);
             act.apply(commands, ctx);
+            // Large results are evicted as soon as they are durable, not
+            // at the next sweep, so a burst cannot hold much past the bound.
+            if act.state.finished_over_bytes() {
+                act.evict_step(ctx);
+            }
             act.schedule_pass_if_settled(ctx);
         }));
     }
