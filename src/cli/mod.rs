@@ -15,6 +15,7 @@ pub mod job_admin;
 pub mod man;
 pub mod output;
 pub mod parse;
+pub mod reference;
 pub mod schedule;
 pub mod spinner;
 pub mod time;

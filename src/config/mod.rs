@@ -56,11 +56,21 @@ macro_rules! config_struct {
                 $( if self.$field.is_some() { keys.push(stringify!($field).replace('_', "-")); } )*
                 keys
             }
+
+            fn reference() -> Vec<$crate::config::reference::KeyReference> {
+                let defaults = $name::default();
+                vec![$( $crate::config::reference::KeyReference {
+                    key: stringify!($field).replace('_', "-"),
+                    doc: $crate::config::reference::doc_text(&[$($doc),*]),
+                    default: $crate::config::reference::DefaultText::default_text(&defaults.$field),
+                }, )*]
+            }
         }
     };
 }
 
 mod coordinator;
+pub mod reference;
 pub mod schedule;
 mod suggest;
 mod worker;
@@ -134,6 +144,9 @@ pub trait ConfigOptions: Default + for<'de> Deserialize<'de> {
     fn keys() -> Vec<String>;
     /// The kebab-case names of the keys this source set.
     fn keys_set(&self) -> Vec<String>;
+    /// Every key with its documentation and default, in declaration
+    /// order: what the configuration reference is generated from.
+    fn reference() -> Vec<reference::KeyReference>;
 }
 
 /// Range checks on a resolved config; the error is (key, reason).
