@@ -83,7 +83,7 @@ fn name(arg: &Arg) -> String {
 
 /// The argument's help, its default and its choices, on one line.
 fn help(arg: &Arg) -> String {
-    let mut text = arg
+    let text = arg
         .get_long_help()
         .or(arg.get_help())
         .map(|h| h.to_string().replace('\n', " "))
