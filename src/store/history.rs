@@ -77,35 +77,30 @@ impl PageFilter {
     /// The `WHERE` conditions (without the cursor) and their arguments,
     /// as `(sql with ? for each argument, argument)` pairs, the same for
     /// every backend; an id prefix becomes a range of the primary key.
-    pub fn conditions(&self) -> Vec<(&'static str, Vec<FilterArg>)> {
+    ///
+    /// State and priority are written as literals (they come from enums,
+    /// never from text a client sent): a database uses a partial index
+    /// (`jobs_failed`, `jobs_low`, …) only when the query names its value.
+    pub fn conditions(&self) -> Vec<(String, Vec<FilterArg>)> {
         let mut out = Vec::new();
         if let Some(state) = self.state {
-            // Finished rows always have a finish time; saying so lets the
-            // database use the index of finished jobs by state.
-            let sql = match state.is_terminal() {
-                true => "state = ? AND finished_at IS NOT NULL",
-                false => "state = ?",
-            };
-            out.push((sql, vec![FilterArg::Text(state.as_str().to_string())]));
+            out.push((format!("state = '{}'", state.as_str()), Vec::new()));
         }
         if let Some(task_type) = &self.task_type {
-            out.push(("task_type = ?", vec![FilterArg::Text(task_type.clone())]));
+            let sql = "task_type = ?".to_string();
+            out.push((sql, vec![FilterArg::Text(task_type.clone())]));
         }
         if let Some(finished_by) = self.finished_by {
-            out.push(("finished_at <= ?", vec![FilterArg::Int(finished_by)]));
+            let sql = "finished_at <= ?".to_string();
+            out.push((sql, vec![FilterArg::Int(finished_by)]));
         }
         if let Some(priority) = self.priority {
-            out.push((
-                "priority = ?",
-                vec![FilterArg::Int(i64::from(priority.level()))],
-            ));
+            out.push((format!("priority = {}", priority.level()), Vec::new()));
         }
         if let Some(prefix) = &self.id_prefix {
             let (low, high) = prefix.bounds();
-            out.push((
-                "id BETWEEN ? AND ?",
-                vec![FilterArg::Id(low), FilterArg::Id(high)],
-            ));
+            let sql = "id BETWEEN ? AND ?".to_string();
+            out.push((sql, vec![FilterArg::Id(low), FilterArg::Id(high)]));
         }
         out
     }
@@ -221,7 +216,7 @@ pub(crate) fn page_query(
     let mut conditions = Vec::new();
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
     for (sql, values) in filter.conditions() {
-        conditions.push(sql.to_string());
+        conditions.push(sql);
         args.extend(values.into_iter().map(|value| match value {
             FilterArg::Text(text) => text.into(),
             FilterArg::Int(n) => n.into(),

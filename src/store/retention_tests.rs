@@ -181,11 +181,13 @@ fn a_version_3_database_migrates_to_4_keeping_its_rows() {
         indexes,
         vec![
             "jobs_active",
+            "jobs_cancelled",
+            "jobs_failed",
             "jobs_finished_at",
-            "jobs_finished_state",
+            "jobs_high",
             "jobs_idempotency_key",
+            "jobs_low",
             "jobs_order",
-            "jobs_priority_order",
             "jobs_type_order"
         ]
     );

@@ -126,17 +126,23 @@ ALTER TABLE schedules ADD COLUMN fired INTEGER NOT NULL DEFAULT 0;
 ";
 
 /// Version 7 → 8: every filter a history page offers is served by an
-/// index in the page's order, so a page costs the same however many jobs
-/// are stored. State among finished jobs only (pages of an unfinished
-/// state come from memory; a partial index is not rewritten by the
-/// transitions of active jobs); task type and base priority never change
-/// after submission, so their entries are written once. An id prefix is a
+/// index in the page's order, at little cost to the drain. A state or
+/// priority that few jobs have gets a partial index of its own (FAILED,
+/// CANCELLED; LOW, HIGH), written only by the jobs that have it, so the
+/// common path (NORMAL jobs that SUCCEED) writes none of them; the common
+/// values are found by walking `jobs_order`, where nearly every row
+/// matches. Task types get one index keyed by type and sequence (written
+/// once per job, at submission; ties of sequence, only in databases from
+/// before version 2, are sorted among themselves). Three full indexes
+/// keyed like `jobs_order` cost the persistence thread a third more CPU
+/// per job; these cost about a tenth (BENCHMARKS.md). An id prefix is a
 /// range of the primary key.
 const V7_TO_V8: &str = "
-CREATE INDEX jobs_finished_state ON jobs (state, sequence, submitted_at, id)
-    WHERE finished_at IS NOT NULL;
-CREATE INDEX jobs_type_order ON jobs (task_type, sequence, submitted_at, id);
-CREATE INDEX jobs_priority_order ON jobs (priority, sequence, submitted_at, id);
+CREATE INDEX jobs_failed ON jobs (sequence, submitted_at, id) WHERE state = 'FAILED';
+CREATE INDEX jobs_cancelled ON jobs (sequence, submitted_at, id) WHERE state = 'CANCELLED';
+CREATE INDEX jobs_low ON jobs (sequence, submitted_at, id) WHERE priority = 0;
+CREATE INDEX jobs_high ON jobs (sequence, submitted_at, id) WHERE priority = 2;
+CREATE INDEX jobs_type_order ON jobs (task_type, sequence);
 ";
 
 type Step = fn(&Transaction<'_>) -> rusqlite::Result<()>;

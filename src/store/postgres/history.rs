@@ -61,13 +61,10 @@ impl PostgresReader {
             sql.replacen('?', &format!("${}", args.len()), 1)
         };
         for (sql, values) in filter.conditions() {
-            let mut sql = sql.to_string();
+            let mut sql = sql;
             for value in values {
                 let boxed: Box<dyn ToSql + Sync> = match value {
                     FilterArg::Text(text) => Box::new(text),
-                    FilterArg::Int(n) if sql.starts_with("priority") => {
-                        Box::new(i16::try_from(n).unwrap_or(i16::MAX))
-                    }
                     FilterArg::Int(n) => Box::new(n),
                     FilterArg::Id(id) => Box::new(id.0),
                 };
