@@ -625,3 +625,68 @@ fn top_once_shows_counts_queues_and_workers_and_unreachable_exits_2() {
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(output.stdout.is_empty());
 }
+
+/// The words after `taskyard` of the `more:` line, if `text` has one.
+fn more_hint(text: &str) -> Option<Vec<String>> {
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("more: taskyard "))?;
+    Some(line.split_whitespace().map(str::to_string).collect())
+}
+
+#[test]
+fn following_the_more_hints_pages_through_the_same_filtered_listing() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let mut client = cluster.client();
+    let mut wanted = Vec::new();
+    for i in 0..5 {
+        let high = taskyard::protocol::SubmitRequest {
+            priority: taskyard::protocol::Priority::High,
+            ..jobs::request("thumb", serde_json::json!({ "n": i }))
+        };
+        wanted.push(jobs::submit(&mut client, high).to_string());
+        jobs::submit(&mut client, jobs::request("thumb", serde_json::json!({})));
+        jobs::submit(&mut client, jobs::request("other", serde_json::json!({})));
+    }
+    let first = ["list", "--state", "queued", "--type", "thumb"];
+    let mut args: Vec<String> = first.iter().map(|a| a.to_string()).collect();
+    args.extend(["--priority", "high", "--limit", "2", "--oldest-first"].map(String::from));
+    let mut pages = Vec::new();
+    let mut output = taskyard(&addr, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    loop {
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let text = stdout(&output);
+        let listed: Vec<String> = wanted
+            .iter()
+            .filter(|id| text.contains(id.as_str()))
+            .cloned()
+            .collect();
+        pages.push(listed);
+        let Some(hint) = more_hint(&text) else { break };
+        for flag in [
+            "--state",
+            "--type",
+            "--priority",
+            "--limit",
+            "--oldest-first",
+        ] {
+            assert!(hint.contains(&flag.to_string()), "{flag} kept in {hint:?}");
+        }
+        assert!(pages.len() < 4, "more pages than expected: {pages:?}");
+        output = Command::new(env!("CARGO_BIN_EXE_taskyard"))
+            .args(&hint)
+            .env_remove("TASKYARD_COORDINATOR")
+            .output()
+            .expect("run the hint");
+    }
+    assert_eq!(
+        pages,
+        vec![
+            wanted[0..2].to_vec(),
+            wanted[2..4].to_vec(),
+            wanted[4..5].to_vec()
+        ],
+        "three pages of the high thumb jobs, oldest first"
+    );
+}

@@ -1,6 +1,7 @@
 //! One function per subcommand: connect, ask, render, choose the exit code.
 
 use crate::cli::output::{self, emit, warn};
+use crate::cli::paging::{next_page_command, HintGlobals};
 use crate::cli::spinner::Spinner;
 use crate::cli::time::format_millis;
 use crate::cli::{CliError, Context, Exit, ListArgs, StatusArgs, SubmitArgs, WaitArgs};
@@ -139,10 +140,22 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, CliError> {
         page.counts = more.counts;
         page.next = more.next;
     }
+    let globals = HintGlobals {
+        coordinator: ctx.coordinator_given.then_some(ctx.coordinator.as_str()),
+        json: ctx.json,
+    };
+    let next_command = page
+        .next
+        .as_ref()
+        .map(|next| next_page_command(&args, &globals, next));
     if ctx.json {
         emit(&output::json_text(&output::list_json(&page)))?;
+        // stdout stays one JSON document (with `next_cursor`); the hint is for people.
+        if let Some(command) = next_command {
+            warn(&format!("more: {command}"));
+        }
     } else {
-        emit(&output::list_text(&page))?;
+        emit(&output::list_text(&page, next_command.as_deref()))?;
     }
     Ok(Exit::Success)
 }

@@ -14,6 +14,7 @@ pub mod exit;
 pub mod job_admin;
 pub mod man;
 pub mod output;
+pub mod paging;
 pub mod parse;
 pub mod schedule;
 pub mod spinner;
@@ -239,7 +240,7 @@ pub struct ListArgs {
     #[arg(long = "type", value_name = "TYPE")]
     pub task_type: Option<String>,
     /// At most this many jobs (1 to 500).
-    #[arg(long, value_name = "N", default_value_t = 50, value_parser = limits::LIST_LIMIT.parser_u32())]
+    #[arg(long, value_name = "N", default_value_t = paging::DEFAULT_LIST_LIMIT, value_parser = limits::LIST_LIMIT.parser_u32())]
     pub limit: u32,
     /// Continue after the job this cursor names: the one a previous `list`
     /// printed after `more:` (or an HTTP `next_cursor`).
