@@ -690,3 +690,72 @@ fn following_the_more_hints_pages_through_the_same_filtered_listing() {
         "three pages of the high thumb jobs, oldest first"
     );
 }
+
+#[test]
+fn schedule_update_of_one_option_keeps_the_zone_payload_and_the_rest() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let created = taskyard(
+        &addr,
+        &[
+            "schedule",
+            "create",
+            "nightly",
+            "report",
+            "--cron",
+            "0 3 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--payload",
+            r#"{"message":"custom"}"#,
+            "--overlap",
+            "buffer-one",
+            "--priority",
+            "high",
+            "--jitter",
+            "5s",
+        ],
+    );
+    assert_eq!(created.status.code(), Some(0), "{created:?}");
+    let show = |addr: &str| {
+        let shown = taskyard(addr, &["schedule", "show", "nightly", "--json"]);
+        assert_eq!(shown.status.code(), Some(0), "{shown:?}");
+        let view: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+        view["spec"].clone()
+    };
+    let before = show(&addr);
+
+    let updated = taskyard(
+        &addr,
+        &["schedule", "update", "nightly", "--max-attempts", "2"],
+    );
+    assert_eq!(updated.status.code(), Some(0), "{updated:?}");
+    let after = show(&addr);
+    assert_eq!(after["max_attempts"], 2, "{after}");
+    let mut expected = before.clone();
+    expected["max_attempts"] = serde_json::json!(2);
+    assert_eq!(after, expected, "only max_attempts changed");
+    assert_eq!(after["tz"], "Europe/Berlin");
+    assert_eq!(after["payload"]["message"], "custom");
+
+    let replaced = taskyard(
+        &addr,
+        &[
+            "schedule",
+            "update",
+            "nightly",
+            "report",
+            "--replace",
+            "--every",
+            "1m",
+        ],
+    );
+    assert_eq!(replaced.status.code(), Some(0), "{replaced:?}");
+    let after = show(&addr);
+    assert_eq!(after["tz"], serde_json::Value::Null, "{after}");
+    assert_eq!(after["overlap"], "skip", "{after}");
+    assert_eq!(after["payload"], serde_json::json!({}), "{after}");
+
+    let unknown = taskyard(&addr, &["schedule", "update", "nope", "--jitter", "1s"]);
+    assert_eq!(unknown.status.code(), Some(5), "{unknown:?}");
+}

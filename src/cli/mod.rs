@@ -17,6 +17,7 @@ pub mod output;
 pub mod paging;
 pub mod parse;
 pub mod schedule;
+pub mod schedule_args;
 pub mod spinner;
 pub mod time;
 pub mod top;
