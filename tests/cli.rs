@@ -759,3 +759,24 @@ fn schedule_update_of_one_option_keeps_the_zone_payload_and_the_rest() {
     let unknown = taskyard(&addr, &["schedule", "update", "nope", "--jitter", "1s"]);
     assert_eq!(unknown.status.code(), Some(5), "{unknown:?}");
 }
+
+#[test]
+fn a_cron_field_out_of_range_is_refused_naming_the_field_and_value() {
+    let cluster = Cluster::start(0, 1);
+    let refused = taskyard(
+        &cluster.client_addr(),
+        &[
+            "schedule",
+            "create",
+            "bad",
+            "report",
+            "--cron",
+            "0 25 * * *",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        "taskyard: schedule refused: cron: hour: 25 is outside 0–23\n"
+    );
+}
