@@ -780,3 +780,60 @@ fn a_cron_field_out_of_range_is_refused_naming_the_field_and_value() {
         "taskyard: schedule refused: cron: hour: 25 is outside 0–23\n"
     );
 }
+
+/// `taskyard cluster` without --http, its output captured; TASKYARD_HTTP unset.
+fn cluster_without_http(coordinator: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .args(["--coordinator", coordinator, "cluster"])
+        .args(extra)
+        .env_remove("TASKYARD_COORDINATOR")
+        .env_remove("TASKYARD_HTTP")
+        .output()
+        .expect("run taskyard cluster")
+}
+
+#[test]
+fn cluster_finds_the_http_listener_through_the_coordinator() {
+    let cluster = Cluster::start(0, 1);
+    let http = cluster
+        .coordinator()
+        .http_addr
+        .expect("http on")
+        .to_string();
+    assert_eq!(
+        cluster.client().coordinator_http(),
+        Some(http.as_str()),
+        "the coordinator's Hello names its HTTP listener"
+    );
+    let output = cluster_without_http(&cluster.client_addr(), &["--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let info: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(info["store"], "sqlite", "{info}");
+    let table = cluster_without_http(&cluster.client_addr(), &[]);
+    assert!(stdout(&table).contains("answered by:"), "{table:?}");
+}
+
+#[test]
+fn cluster_without_an_http_address_to_find_names_the_http_flag() {
+    let cluster = Cluster::start_configured(|c| c.http_listen = String::new());
+    let output = cluster_without_http(&cluster.client_addr(), &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the coordinator at {} names no HTTP address",
+            cluster.client_addr()
+        )) && stderr.contains("--http ADDR"),
+        "{stderr}"
+    );
+
+    let nowhere = format!("127.0.0.1:{}", closed_port());
+    let output = cluster_without_http(&nowhere, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("taskyard: cannot find the HTTP listener: cannot reach coordinator at")
+            && stderr.contains("--http ADDR"),
+        "{stderr}"
+    );
+}
