@@ -837,3 +837,78 @@ fn cluster_without_an_http_address_to_find_names_the_http_flag() {
         "{stderr}"
     );
 }
+
+#[test]
+fn duration_flags_take_units_on_submit_and_wait() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let submitted = taskyard(
+        &addr,
+        &[
+            "submit",
+            "report",
+            "--payload",
+            "{}",
+            "--timeout",
+            "5m",
+            "--json",
+        ],
+    );
+    assert_eq!(submitted.status.code(), Some(0), "{submitted:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
+    let id = answer["job_id"].as_str().expect("job id").to_string();
+    let status = taskyard(&addr, &["status", &id, "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert_eq!(view["timeout_ms"], 300_000, "{view}");
+
+    let old = taskyard(
+        &addr,
+        &[
+            "submit",
+            "report",
+            "--payload",
+            "{}",
+            "--timeout-ms",
+            "1500",
+            "--json",
+        ],
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&old.stdout).expect("json");
+    let old_id = answer["job_id"].as_str().expect("job id").to_string();
+    let status = taskyard(&addr, &["status", &old_id, "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert_eq!(
+        view["timeout_ms"], 1500,
+        "the old flag counts milliseconds: {view}"
+    );
+
+    // Nothing runs `report` here: every wait times out, after the time asked.
+    let waited = taskyard(&addr, &["wait", &id, "--timeout", "300ms"]);
+    assert_eq!(waited.status.code(), Some(4), "{waited:?}");
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert!(
+        stderr.contains("timed out after 300ms waiting for job"),
+        "{stderr}"
+    );
+    let waited = taskyard(
+        &addr,
+        &[
+            "submit",
+            "report",
+            "--payload",
+            "{}",
+            "--wait",
+            "--wait-timeout",
+            "200ms",
+        ],
+    );
+    assert_eq!(waited.status.code(), Some(4), "{waited:?}");
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert!(stderr.contains("timed out after 200ms"), "{stderr}");
+    let waited = taskyard(&addr, &["wait", &id, "--timeout-secs", "0"]);
+    assert_eq!(
+        waited.status.code(),
+        Some(4),
+        "the old flag still works: {waited:?}"
+    );
+}

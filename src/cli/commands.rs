@@ -34,7 +34,7 @@ pub fn submit(ctx: &Context, args: SubmitArgs) -> Result<Exit, CliError> {
     if !ctx.json {
         emit(&job_id.to_string())?;
     }
-    wait_and_report(ctx, &mut client, job_id, args.wait_timeout_secs)
+    wait_and_report(ctx, &mut client, job_id, args.wait_timeout())
 }
 
 /// The wire request for `submit`'s arguments; `--at` becomes a delay from
@@ -56,7 +56,7 @@ pub fn submit_request(args: &SubmitArgs, now: i64) -> Result<SubmitRequest, CliE
         payload: encode_json(&payload_of(args)?),
         priority: args.priority,
         max_attempts: args.max_attempts,
-        timeout_ms: args.timeout_ms,
+        timeout_ms: args.timeout_ms(),
         idempotency_key: args.idempotency_key.clone(),
         delay_ms,
     })
@@ -108,7 +108,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit, CliError> {
 pub fn wait(ctx: &Context, args: WaitArgs) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
     let job_id = client.resolve(&args.job_id)?;
-    wait_and_report(ctx, &mut client, job_id, args.timeout_secs)
+    wait_and_report(ctx, &mut client, job_id, args.timeout())
 }
 
 /// `taskyard list`: newest first, with a count per state in the footer.
@@ -236,9 +236,8 @@ fn wait_and_report(
     ctx: &Context,
     client: &mut Client,
     job_id: JobId,
-    timeout_secs: u64,
+    timeout: Duration,
 ) -> Result<Exit, CliError> {
-    let timeout = Duration::from_secs(timeout_secs);
     let mut last_progress = None;
     let mut spinner = Spinner::for_stderr(ctx.json);
     let show_progress = |view: &JobView| {
@@ -265,7 +264,7 @@ fn wait_and_report(
             Err(CliError::WaitTimedOut {
                 job_id,
                 state: job.state,
-                secs: timeout_secs,
+                waited: timeout,
             })
         }
     }

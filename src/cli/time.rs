@@ -1,5 +1,8 @@
 //! Unix milliseconds to and from RFC 3339 text, and durations such as
-//! `30s`, without a date-time dependency.
+//! `30s`, without a date-time dependency. Every duration flag of the CLI
+//! parses through `parse_duration_as` (most through `duration_within`).
+
+use crate::protocol::limits::Range;
 
 /// Formats `millis` since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC).
 /// Correct for every instant an `i64` of milliseconds can hold whose year
@@ -119,27 +122,90 @@ fn numbers(text: &str, separator: char) -> Option<Vec<i64>> {
 /// Parses a duration such as `1500ms`, `30s`, `5m`, `2h` or `1d` into
 /// milliseconds. A bare number is seconds.
 pub fn parse_duration(text: &str) -> Result<u64, String> {
+    parse_duration_as(text, 1000)
+}
+
+/// A clap value parser for a duration flag: `250ms`, `30s`, `5m`, `1h`,
+/// `1d`, a bare number counting `bare_unit_ms` each (the unit the flag
+/// had when it took only numbers); milliseconds within `range`.
+pub fn duration_within(
+    range: Range,
+    bare_unit_ms: u64,
+) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |text: &str| match millis_of(text, bare_unit_ms) {
+        Ok(millis) => range.check(millis).map_err(|e| e.to_string()),
+        // Too long for 64 bits is beyond every range: said like any value beyond it.
+        Err(DurationError::TooLong) => Err(format!(
+            "{}: {} is outside {}..={} (milliseconds)",
+            range.field,
+            text.trim(),
+            range.min,
+            range.max
+        )),
+        Err(DurationError::Invalid(reason)) => Err(reason),
+    }
+}
+
+/// Why text is no duration.
+enum DurationError {
+    /// More milliseconds than 64 bits hold.
+    TooLong,
+    Invalid(String),
+}
+
+/// `parse_duration` with a bare number counting `bare_unit_ms` each.
+pub fn parse_duration_as(text: &str, bare_unit_ms: u64) -> Result<u64, String> {
+    millis_of(text, bare_unit_ms).map_err(|e| match e {
+        DurationError::TooLong => format!("{text:?} is too long"),
+        DurationError::Invalid(reason) => reason,
+    })
+}
+
+fn millis_of(text: &str, bare_unit_ms: u64) -> Result<u64, DurationError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
     let unit_ms: u64 = match unit {
+        "" => bare_unit_ms,
         "ms" => 1,
-        "" | "s" => 1000,
+        "s" => 1000,
         "m" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
         _ => {
-            return Err(format!(
+            return Err(DurationError::Invalid(format!(
                 "{text:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
-            ))
+            )))
         }
     };
-    let amount: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 30s, 5m or 2h"))?;
-    amount
-        .checked_mul(unit_ms)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    if digits.is_empty() {
+        return Err(DurationError::Invalid(format!(
+            "{text:?} is not a duration like 30s, 5m or 2h"
+        )));
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|amount| amount.checked_mul(unit_ms))
+        .ok_or(DurationError::TooLong)
+}
+
+/// Milliseconds as the shortest duration text `parse_duration` reads back:
+/// `250ms`, `30s`, `5m`, `2h`, `1d`.
+pub fn format_duration(millis: u64) -> String {
+    let units = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1000, "s"),
+    ];
+    match units
+        .iter()
+        .find(|(unit, _)| millis > 0 && millis.is_multiple_of(*unit))
+    {
+        Some((unit, name)) => format!("{}{name}", millis / unit),
+        None => format!("{millis}ms"),
+    }
 }
 
 #[cfg(test)]
@@ -210,6 +276,47 @@ mod tests {
         assert!(parse_duration("-5s").is_err());
         assert!(parse_duration("5 years").is_err());
         assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn a_bare_number_counts_the_flag_s_own_unit() {
+        assert_eq!(parse_duration_as("250", 1), Ok(250));
+        assert_eq!(parse_duration_as("250", 1000), Ok(250_000));
+        assert_eq!(parse_duration_as("250ms", 1000), Ok(250));
+        assert_eq!(parse_duration_as("1h", 1), Ok(3_600_000));
+        let err = parse_duration_as("99999999999999999999s", 1).expect_err("beyond u64");
+        assert!(err.contains("too long"), "{err}");
+        let err = parse_duration_as("5 min", 1000).expect_err("unknown unit");
+        assert!(err.contains("unknown unit"), "{err}");
+    }
+
+    #[test]
+    fn duration_within_refuses_beyond_the_range_naming_the_field() {
+        let parse = duration_within(crate::protocol::limits::TIMEOUT_MS, 1000);
+        assert_eq!(parse("30s"), Ok(30_000));
+        assert_eq!(parse("366d"), Ok(366 * 86_400_000));
+        let err = parse("367d").expect_err("over a year");
+        assert!(
+            err.starts_with("timeout_ms: ") && err.contains("..="),
+            "{err}"
+        );
+        assert!(parse("0ms").is_err(), "a timeout is at least 1 ms");
+    }
+
+    #[test]
+    fn durations_format_in_their_largest_whole_unit() {
+        for (millis, text) in [
+            (250, "250ms"),
+            (1500, "1500ms"),
+            (30_000, "30s"),
+            (300_000, "5m"),
+            (7_200_000, "2h"),
+            (86_400_000, "1d"),
+            (0, "0ms"),
+        ] {
+            assert_eq!(format_duration(millis), text);
+            assert_eq!(parse_duration(text), Ok(millis));
+        }
     }
 
     #[test]
