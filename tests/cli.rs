@@ -912,3 +912,60 @@ fn duration_flags_take_units_on_submit_and_wait() {
         "the old flag still works: {waited:?}"
     );
 }
+
+/// True for `YYYY-MM-DDTHH:MM:SSZ` at the start of `text`.
+fn starts_with_utc_second(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() >= 20
+        && text[..20].char_indices().all(|(i, c)| match i {
+            4 | 7 => c == '-',
+            10 => c == 'T',
+            13 | 16 => c == ':',
+            19 => c == 'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+#[test]
+fn times_for_people_are_rfc_3339_to_the_second_and_json_keeps_millis() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let submitted = taskyard(&addr, &["submit", "report", "--payload", "{}", "--json"]);
+    let answer: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
+    let id = answer["job_id"].as_str().expect("job id").to_string();
+    let status = stdout(&taskyard(&addr, &["status", &id]));
+    let submitted_at = status
+        .lines()
+        .find_map(|l| l.strip_prefix("submitted"))
+        .map(str::trim_start)
+        .unwrap_or_else(|| panic!("no submitted line: {status}"));
+    assert!(starts_with_utc_second(submitted_at), "{status}");
+    assert_eq!(submitted_at.len(), 20, "no fraction: {status}");
+    let json = taskyard(&addr, &["status", &id, "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert!(view["submitted_at"].is_i64(), "{view}");
+
+    let args = [
+        "schedule",
+        "create",
+        "nightly",
+        "report",
+        "--cron",
+        "0 3 * * *",
+    ];
+    let created = taskyard(&addr, &[&args[..], &["--tz", "Europe/Berlin"]].concat());
+    assert_eq!(created.status.code(), Some(0), "{created:?}");
+    let shown = stdout(&taskyard(&addr, &["schedule", "show", "nightly"]));
+    let next = shown
+        .lines()
+        .skip_while(|l| *l != "next fires:")
+        .nth(1)
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no next fire: {shown}"));
+    // 03:00 in Berlin, whichever offset daylight saving gives it that day.
+    assert!(
+        next.ends_with(" Europe/Berlin")
+            && (next.contains("T03:00:00+01:00") || next.contains("T03:00:00+02:00")),
+        "{shown}"
+    );
+}

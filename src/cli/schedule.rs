@@ -5,7 +5,7 @@
 
 use crate::cli::output::{self, emit, table};
 use crate::cli::schedule_args::{CreateArgs, UpdateArgs};
-use crate::cli::time::format_millis;
+use crate::cli::time::format_millis_in;
 use crate::cli::{CliError, Context, Exit};
 use crate::client::{Client, ScheduleRefusedAnswer};
 use crate::protocol::{ScheduleRefusal, ScheduleSpec, ScheduleView, SubmitAnswer};
@@ -104,7 +104,7 @@ fn list(ctx: &Context, views: Vec<ScheduleView>) -> Result<Exit, CliError> {
                 state(&v.spec).into(),
                 v.next_fires
                     .first()
-                    .map_or("-".into(), |t| format_millis(*t)),
+                    .map_or("-".into(), |t| in_zone(&v.spec, *t)),
                 last_run(v),
             ]
         })
@@ -145,6 +145,11 @@ fn cadence(spec: &ScheduleSpec) -> String {
     }
 }
 
+/// A slot of `spec` for people: in the zone its cron expression is read in.
+fn in_zone(spec: &ScheduleSpec, millis: i64) -> String {
+    format_millis_in(millis, spec.tz.as_deref())
+}
+
 fn state(spec: &ScheduleSpec) -> &'static str {
     if spec.paused {
         "paused"
@@ -157,7 +162,7 @@ fn last_run(v: &ScheduleView) -> String {
     match v.recent_runs.first() {
         Some(run) => format!(
             "{} {}",
-            run.slot.map_or("trigger".into(), format_millis),
+            run.slot.map_or("trigger".into(), |t| in_zone(&v.spec, t)),
             run.state.map_or("finished".into(), |s| s.to_string())
         ),
         None => "-".into(),
@@ -184,15 +189,11 @@ fn details(v: &ScheduleView) -> String {
         format!("fired/skipped:  {} / {}", v.fired, v.skipped),
         "next fires:".into(),
     ];
-    lines.extend(
-        v.next_fires
-            .iter()
-            .map(|t| format!("  {}", format_millis(*t))),
-    );
+    lines.extend(v.next_fires.iter().map(|t| format!("  {}", in_zone(s, *t))));
     lines.push("recent runs:".into());
     let runs = v.recent_runs.iter().map(|r| {
         vec![
-            r.slot.map_or("trigger".into(), format_millis),
+            r.slot.map_or("trigger".into(), |t| in_zone(s, t)),
             r.job_id.to_string(),
             r.state.map_or("finished".into(), |s| s.to_string()),
         ]
@@ -217,4 +218,36 @@ pub fn view_json(v: &ScheduleView) -> Value {
             .unwrap_or(Value::Null);
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::payloads::encode_json;
+
+    fn view(tz: Option<&str>) -> ScheduleView {
+        ScheduleView {
+            spec: ScheduleSpec {
+                cron: Some("0 3 * * *".into()),
+                tz: tz.map(str::to_string),
+                ..ScheduleSpec::new("nightly", "report", encode_json(&json!({})))
+            },
+            next_fires: vec![1_796_695_200_000], // 2026-12-08T02:00:00Z
+            last_slot: None,
+            recent_runs: Vec::new(),
+            fired: 0,
+            skipped: 0,
+        }
+    }
+
+    #[test]
+    fn a_schedule_s_next_fires_show_in_its_own_zone() {
+        let berlin = details(&view(Some("Europe/Berlin")));
+        assert!(
+            berlin.contains("  2026-12-08T03:00:00+01:00 Europe/Berlin"),
+            "{berlin}"
+        );
+        let utc = details(&view(None));
+        assert!(utc.contains("  2026-12-08T02:00:00Z"), "{utc}");
+    }
 }

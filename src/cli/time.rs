@@ -4,20 +4,40 @@
 
 use crate::protocol::limits::Range;
 
-/// Formats `millis` since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC).
+/// Formats `millis` since the Unix epoch for people, as RFC 3339 in UTC to
+/// the whole second: `YYYY-MM-DDTHH:MM:SSZ` (`--json` keeps milliseconds).
 /// Correct for every instant an `i64` of milliseconds can hold whose year
 /// fits in four digits; earlier or later years print with more digits or a sign.
 pub fn format_millis(millis: i64) -> String {
     let days = millis.div_euclid(86_400_000);
-    let in_day = millis.rem_euclid(86_400_000);
+    let secs = millis.rem_euclid(86_400_000) / 1000;
     let (year, month, day) = civil_from_days(days);
-    let (secs, ms) = (in_day / 1000, in_day % 1000);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         secs / 3600,
         secs / 60 % 60,
         secs % 60
     )
+}
+
+/// `millis` as RFC 3339 in the IANA zone `zone`, followed by the zone's
+/// name (`2026-12-08T03:00:00+01:00 Europe/Berlin`): a schedule's times in
+/// the zone its cron expression is read in. No zone, UTC, or a name not
+/// known here: `format_millis`.
+pub fn format_millis_in(millis: i64, zone: Option<&str>) -> String {
+    use chrono::TimeZone;
+    let tz = zone
+        .filter(|z| *z != "UTC")
+        .and_then(|z| z.parse::<chrono_tz::Tz>().ok());
+    let local = tz.and_then(|tz| tz.timestamp_millis_opt(millis).single());
+    match local {
+        Some(local) => format!(
+            "{} {}",
+            local.format("%Y-%m-%dT%H:%M:%S%:z"),
+            local.timezone()
+        ),
+        None => format_millis(millis),
+    }
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian
@@ -213,10 +233,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rfc3339_parses_back_what_format_prints() {
-        for millis in [0, 1_700_000_000_123, 951_782_400_000, 4_107_542_399_999, -1] {
-            assert_eq!(parse_rfc3339(&format_millis(millis)), Ok(millis));
+    fn rfc3339_parses_back_what_format_prints_to_the_second() {
+        for millis in [
+            0_i64,
+            1_700_000_000_123,
+            951_782_400_000,
+            4_107_542_399_999,
+            -1,
+        ] {
+            let second = millis.div_euclid(1000) * 1000;
+            assert_eq!(parse_rfc3339(&format_millis(millis)), Ok(second));
         }
+        assert_eq!(
+            parse_rfc3339("2026-12-03T10:00:00.250Z"),
+            Ok(1_796_292_000_250)
+        );
         assert_eq!(parse_rfc3339("2026-12-03T10:00:00Z"), Ok(1_796_292_000_000));
         assert_eq!(
             parse_rfc3339("2026-12-03T11:00:00+01:00"),
@@ -321,19 +352,41 @@ mod tests {
 
     #[test]
     fn epoch_is_midnight_first_of_january_1970() {
-        assert_eq!(format_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_millis(0), "1970-01-01T00:00:00Z");
     }
 
     #[test]
-    fn known_instants_format_exactly() {
-        assert_eq!(format_millis(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
-        assert_eq!(format_millis(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(format_millis(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+    fn known_instants_format_to_the_second() {
+        assert_eq!(format_millis(1_700_000_000_123), "2023-11-14T22:13:20Z");
+        assert_eq!(format_millis(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(format_millis(4_107_542_399_999), "2100-02-28T23:59:59Z");
     }
 
     #[test]
     fn instants_before_the_epoch_count_backwards() {
-        assert_eq!(format_millis(-1), "1969-12-31T23:59:59.999Z");
-        assert_eq!(format_millis(-86_400_000), "1969-12-31T00:00:00.000Z");
+        assert_eq!(format_millis(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(format_millis(-86_400_000), "1969-12-31T00:00:00Z");
+    }
+
+    #[test]
+    fn a_zoned_time_shows_its_offset_and_zone_name() {
+        let winter = 1_796_695_200_000; // 2026-12-08T02:00:00Z
+        assert_eq!(format_millis(winter), "2026-12-08T02:00:00Z");
+        assert_eq!(
+            format_millis_in(winter, Some("Europe/Berlin")),
+            "2026-12-08T03:00:00+01:00 Europe/Berlin"
+        );
+        let summer = 1_782_871_200_000; // 2026-07-01T02:00:00Z
+        assert_eq!(
+            format_millis_in(summer, Some("Europe/Berlin")),
+            "2026-07-01T04:00:00+02:00 Europe/Berlin"
+        );
+        assert_eq!(
+            format_millis_in(winter, Some("America/New_York")),
+            "2026-12-07T21:00:00-05:00 America/New_York"
+        );
+        for zone in [None, Some("UTC"), Some("Mars/Base")] {
+            assert_eq!(format_millis_in(winter, zone), "2026-12-08T02:00:00Z");
+        }
     }
 }
