@@ -680,6 +680,18 @@ fn following_the_more_hints_pages_through_the_same_filtered_listing() {
             .output()
             .expect("run the hint");
     }
+    let json_page = taskyard(
+        &addr,
+        &["list", "--type", "other", "--limit", "1", "--json"],
+    );
+    let page: serde_json::Value =
+        serde_json::from_slice(&json_page.stdout).expect("one JSON document");
+    let next = page["next_cursor"].as_str().expect("a cursor");
+    let stderr = String::from_utf8_lossy(&json_page.stderr);
+    assert!(
+        stderr.contains(&format!("more: taskyard --coordinator {addr} list --type other --limit 1 --cursor {next} --json")),
+        "{stderr}"
+    );
     assert_eq!(
         pages,
         vec![
