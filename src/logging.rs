@@ -31,7 +31,8 @@ fn async_drain(level: LogLevel, format: LogFormat) -> slog_async::AsyncBuilder<F
     let drain: Box<dyn Drain<Ok = (), Err = Never> + Send> = match format {
         LogFormat::Text => {
             let decorator = slog_term::TermDecorator::new().stderr().build();
-            Box::new(slog_term::FullFormat::new(decorator).build().ignore_res())
+            let format = slog_term::FullFormat::new(decorator).use_custom_timestamp(rfc3339_utc);
+            Box::new(format.build().ignore_res())
         }
         LogFormat::Json => {
             let json = slog_json::Json::new(std::io::stderr())
@@ -48,6 +49,19 @@ fn async_drain(level: LogLevel, format: LogFormat) -> slog_async::AsyncBuilder<F
 
 type Filtered = slog::IgnoreResult<LevelFilter<Box<dyn Drain<Ok = (), Err = Never> + Send>>>;
 
+/// The time a text line starts with: RFC 3339 in UTC to the millisecond
+/// (`2026-12-08T02:00:00.123Z`), so a line read on another day, or next to
+/// another machine's, is unambiguous (slog-term's default has neither year
+/// nor zone).
+fn rfc3339_utc(out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let now = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now());
+    write!(
+        out,
+        "{}",
+        now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    )
+}
+
 /// Records buffered between the caller and the writer thread.
 const QUEUED_RECORDS: usize = 4096;
 
@@ -58,5 +72,24 @@ fn slog_level(level: LogLevel) -> Level {
         LogLevel::Info => Level::Info,
         LogLevel::Debug => Level::Debug,
         LogLevel::Trace => Level::Trace,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_lines_are_stamped_in_rfc_3339_utc_with_the_year() {
+        let mut out = Vec::new();
+        rfc3339_utc(&mut out).expect("written");
+        let text = String::from_utf8(out).expect("utf-8");
+        let parsed = chrono::DateTime::parse_from_rfc3339(&text).expect("RFC 3339");
+        assert_eq!(parsed.offset().local_minus_utc(), 0, "{text}");
+        assert!(
+            text.ends_with('Z') && text.len() == "2026-12-08T02:00:00.123Z".len(),
+            "{text}"
+        );
+        assert!(parsed.timestamp() > 1_700_000_000, "this century: {text}");
     }
 }

@@ -211,8 +211,11 @@ fn a_list_of_500_jobs_with_8_kib_errors_fits_small_frames_page_by_page() {
         &["list", "--limit", "10"],
     ));
     let hint = text.lines().last().expect("a hint");
+    assert!(hint.contains(" list --limit 10 --cursor "), "{hint}");
     let cursor = hint
-        .strip_prefix("more: taskyard list --cursor ")
+        .split_whitespace()
+        .skip_while(|word| *word != "--cursor")
+        .nth(1)
         .expect(hint);
     let rest = taskyard(
         &cluster.client_addr(),

@@ -625,3 +625,359 @@ fn top_once_shows_counts_queues_and_workers_and_unreachable_exits_2() {
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(output.stdout.is_empty());
 }
+
+/// The words after `taskyard` of the `more:` line, if `text` has one.
+fn more_hint(text: &str) -> Option<Vec<String>> {
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("more: taskyard "))?;
+    Some(line.split_whitespace().map(str::to_string).collect())
+}
+
+#[test]
+fn following_the_more_hints_pages_through_the_same_filtered_listing() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let mut client = cluster.client();
+    let mut wanted = Vec::new();
+    for i in 0..5 {
+        let high = taskyard::protocol::SubmitRequest {
+            priority: taskyard::protocol::Priority::High,
+            ..jobs::request("thumb", serde_json::json!({ "n": i }))
+        };
+        wanted.push(jobs::submit(&mut client, high).to_string());
+        jobs::submit(&mut client, jobs::request("thumb", serde_json::json!({})));
+        jobs::submit(&mut client, jobs::request("other", serde_json::json!({})));
+    }
+    let first = ["list", "--state", "queued", "--type", "thumb"];
+    let mut args: Vec<String> = first.iter().map(|a| a.to_string()).collect();
+    args.extend(["--priority", "high", "--limit", "2", "--oldest-first"].map(String::from));
+    let mut pages = Vec::new();
+    let mut output = taskyard(&addr, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    loop {
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let text = stdout(&output);
+        let listed: Vec<String> = wanted
+            .iter()
+            .filter(|id| text.contains(id.as_str()))
+            .cloned()
+            .collect();
+        pages.push(listed);
+        let Some(hint) = more_hint(&text) else { break };
+        for flag in [
+            "--state",
+            "--type",
+            "--priority",
+            "--limit",
+            "--oldest-first",
+        ] {
+            assert!(hint.contains(&flag.to_string()), "{flag} kept in {hint:?}");
+        }
+        assert!(pages.len() < 4, "more pages than expected: {pages:?}");
+        output = Command::new(env!("CARGO_BIN_EXE_taskyard"))
+            .args(&hint)
+            .env_remove("TASKYARD_COORDINATOR")
+            .output()
+            .expect("run the hint");
+    }
+    let json_page = taskyard(
+        &addr,
+        &["list", "--type", "other", "--limit", "1", "--json"],
+    );
+    let page: serde_json::Value =
+        serde_json::from_slice(&json_page.stdout).expect("one JSON document");
+    let next = page["next_cursor"].as_str().expect("a cursor");
+    let stderr = String::from_utf8_lossy(&json_page.stderr);
+    assert!(
+        stderr.contains(&format!("more: taskyard --coordinator {addr} list --type other --limit 1 --cursor {next} --json")),
+        "{stderr}"
+    );
+    assert_eq!(
+        pages,
+        vec![
+            wanted[0..2].to_vec(),
+            wanted[2..4].to_vec(),
+            wanted[4..5].to_vec()
+        ],
+        "three pages of the high thumb jobs, oldest first"
+    );
+}
+
+#[test]
+fn schedule_update_of_one_option_keeps_the_zone_payload_and_the_rest() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let created = taskyard(
+        &addr,
+        &[
+            "schedule",
+            "create",
+            "nightly",
+            "report",
+            "--cron",
+            "0 3 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--payload",
+            r#"{"message":"custom"}"#,
+            "--overlap",
+            "buffer-one",
+            "--priority",
+            "high",
+            "--jitter",
+            "5s",
+        ],
+    );
+    assert_eq!(created.status.code(), Some(0), "{created:?}");
+    let show = |addr: &str| {
+        let shown = taskyard(addr, &["schedule", "show", "nightly", "--json"]);
+        assert_eq!(shown.status.code(), Some(0), "{shown:?}");
+        let view: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+        view["spec"].clone()
+    };
+    let before = show(&addr);
+
+    let updated = taskyard(
+        &addr,
+        &["schedule", "update", "nightly", "--max-attempts", "2"],
+    );
+    assert_eq!(updated.status.code(), Some(0), "{updated:?}");
+    let after = show(&addr);
+    assert_eq!(after["max_attempts"], 2, "{after}");
+    let mut expected = before.clone();
+    expected["max_attempts"] = serde_json::json!(2);
+    assert_eq!(after, expected, "only max_attempts changed");
+    assert_eq!(after["tz"], "Europe/Berlin");
+    assert_eq!(after["payload"]["message"], "custom");
+
+    let replaced = taskyard(
+        &addr,
+        &[
+            "schedule",
+            "update",
+            "nightly",
+            "report",
+            "--replace",
+            "--every",
+            "1m",
+        ],
+    );
+    assert_eq!(replaced.status.code(), Some(0), "{replaced:?}");
+    let after = show(&addr);
+    assert_eq!(after["tz"], serde_json::Value::Null, "{after}");
+    assert_eq!(after["overlap"], "skip", "{after}");
+    assert_eq!(after["payload"], serde_json::json!({}), "{after}");
+
+    let unknown = taskyard(&addr, &["schedule", "update", "nope", "--jitter", "1s"]);
+    assert_eq!(unknown.status.code(), Some(5), "{unknown:?}");
+}
+
+#[test]
+fn a_cron_field_out_of_range_is_refused_naming_the_field_and_value() {
+    let cluster = Cluster::start(0, 1);
+    let refused = taskyard(
+        &cluster.client_addr(),
+        &[
+            "schedule",
+            "create",
+            "bad",
+            "report",
+            "--cron",
+            "0 25 * * *",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(3), "{refused:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        "taskyard: schedule refused: cron: hour: 25 is outside 0–23\n"
+    );
+}
+
+/// `taskyard cluster` without --http, its output captured; TASKYARD_HTTP unset.
+fn cluster_without_http(coordinator: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_taskyard"))
+        .args(["--coordinator", coordinator, "cluster"])
+        .args(extra)
+        .env_remove("TASKYARD_COORDINATOR")
+        .env_remove("TASKYARD_HTTP")
+        .output()
+        .expect("run taskyard cluster")
+}
+
+#[test]
+fn cluster_finds_the_http_listener_through_the_coordinator() {
+    let cluster = Cluster::start(0, 1);
+    let http = cluster
+        .coordinator()
+        .http_addr
+        .expect("http on")
+        .to_string();
+    assert_eq!(
+        cluster.client().coordinator_http(),
+        Some(http.as_str()),
+        "the coordinator's Hello names its HTTP listener"
+    );
+    let output = cluster_without_http(&cluster.client_addr(), &["--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let info: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(info["store"], "sqlite", "{info}");
+    let table = cluster_without_http(&cluster.client_addr(), &[]);
+    assert!(stdout(&table).contains("answered by:"), "{table:?}");
+}
+
+#[test]
+fn cluster_without_an_http_address_to_find_names_the_http_flag() {
+    let cluster = Cluster::start_configured(|c| c.http_listen = String::new());
+    let output = cluster_without_http(&cluster.client_addr(), &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the coordinator at {} names no HTTP address",
+            cluster.client_addr()
+        )) && stderr.contains("--http ADDR"),
+        "{stderr}"
+    );
+
+    let nowhere = format!("127.0.0.1:{}", closed_port());
+    let output = cluster_without_http(&nowhere, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("taskyard: cannot find the HTTP listener: cannot reach coordinator at")
+            && stderr.contains("--http ADDR"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn duration_flags_take_units_on_submit_and_wait() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let submitted = taskyard(
+        &addr,
+        &[
+            "submit",
+            "report",
+            "--payload",
+            "{}",
+            "--timeout",
+            "5m",
+            "--json",
+        ],
+    );
+    assert_eq!(submitted.status.code(), Some(0), "{submitted:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
+    let id = answer["job_id"].as_str().expect("job id").to_string();
+    let status = taskyard(&addr, &["status", &id, "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert_eq!(view["timeout_ms"], 300_000, "{view}");
+
+    let old = taskyard(
+        &addr,
+        &[
+            "submit",
+            "report",
+            "--payload",
+            "{}",
+            "--timeout-ms",
+            "1500",
+            "--json",
+        ],
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&old.stdout).expect("json");
+    let old_id = answer["job_id"].as_str().expect("job id").to_string();
+    let status = taskyard(&addr, &["status", &old_id, "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert_eq!(
+        view["timeout_ms"], 1500,
+        "the old flag counts milliseconds: {view}"
+    );
+
+    // Nothing runs `report` here: every wait times out, after the time asked.
+    let waited = taskyard(&addr, &["wait", &id, "--timeout", "300ms"]);
+    assert_eq!(waited.status.code(), Some(4), "{waited:?}");
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert!(
+        stderr.contains("timed out after 300ms waiting for job"),
+        "{stderr}"
+    );
+    let waited = taskyard(
+        &addr,
+        &[
+            "submit",
+            "report",
+            "--payload",
+            "{}",
+            "--wait",
+            "--wait-timeout",
+            "200ms",
+        ],
+    );
+    assert_eq!(waited.status.code(), Some(4), "{waited:?}");
+    let stderr = String::from_utf8_lossy(&waited.stderr);
+    assert!(stderr.contains("timed out after 200ms"), "{stderr}");
+    let waited = taskyard(&addr, &["wait", &id, "--timeout-secs", "0"]);
+    assert_eq!(
+        waited.status.code(),
+        Some(4),
+        "the old flag still works: {waited:?}"
+    );
+}
+
+/// True for `YYYY-MM-DDTHH:MM:SSZ` at the start of `text`.
+fn starts_with_utc_second(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() >= 20
+        && text[..20].char_indices().all(|(i, c)| match i {
+            4 | 7 => c == '-',
+            10 => c == 'T',
+            13 | 16 => c == ':',
+            19 => c == 'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+#[test]
+fn times_for_people_are_rfc_3339_to_the_second_and_json_keeps_millis() {
+    let cluster = Cluster::start(0, 1);
+    let addr = cluster.client_addr();
+    let submitted = taskyard(&addr, &["submit", "report", "--payload", "{}", "--json"]);
+    let answer: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
+    let id = answer["job_id"].as_str().expect("job id").to_string();
+    let status = stdout(&taskyard(&addr, &["status", &id]));
+    let submitted_at = status
+        .lines()
+        .find_map(|l| l.strip_prefix("submitted"))
+        .map(str::trim_start)
+        .unwrap_or_else(|| panic!("no submitted line: {status}"));
+    assert!(starts_with_utc_second(submitted_at), "{status}");
+    assert_eq!(submitted_at.len(), 20, "no fraction: {status}");
+    let json = taskyard(&addr, &["status", &id, "--json"]);
+    let view: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert!(view["submitted_at"].is_i64(), "{view}");
+
+    let args = [
+        "schedule",
+        "create",
+        "nightly",
+        "report",
+        "--cron",
+        "0 3 * * *",
+    ];
+    let created = taskyard(&addr, &[&args[..], &["--tz", "Europe/Berlin"]].concat());
+    assert_eq!(created.status.code(), Some(0), "{created:?}");
+    let shown = stdout(&taskyard(&addr, &["schedule", "show", "nightly"]));
+    let next = shown
+        .lines()
+        .skip_while(|l| *l != "next fires:")
+        .nth(1)
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no next fire: {shown}"));
+    // 03:00 in Berlin, whichever offset daylight saving gives it that day.
+    assert!(
+        next.ends_with(" Europe/Berlin")
+            && (next.contains("T03:00:00+01:00") || next.contains("T03:00:00+02:00")),
+        "{shown}"
+    );
+}

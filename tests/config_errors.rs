@@ -73,3 +73,14 @@ fn a_misspelt_key_gets_the_closest_key_suggested_not_a_list_of_all() {
     );
     assert!(!stderr.contains("client-listen"), "{stderr}");
 }
+
+#[test]
+fn a_declared_schedule_with_an_hour_out_of_range_names_the_field_and_value() {
+    let text = "[[schedule]]\nname = \"nightly\"\ntask-type = \"report\"\ncron = \"0 25 * * *\"\n";
+    let (code, stderr, _) = run_with_config(COORDINATOR, text);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("key `schedule.nightly.cron`: hour: 25 is outside 0–23"),
+        "{stderr}"
+    );
+}

@@ -172,6 +172,7 @@ fn wrong_protocol_version_gets_an_error_naming_both_versions() {
         protocol_version: 99,
         role: Role::Client,
         token: None,
+        http: None,
     });
     let body = rmp_serde::to_vec_named(&hello).expect("encode");
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();

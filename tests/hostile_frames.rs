@@ -188,6 +188,7 @@ async fn ten_thousand_hostile_inputs_leave_the_coordinator_serving_and_the_datab
         unwritten: Default::default(),
         idle_timeout: None,
         worker_limits: Default::default(),
+        advertised_http: None,
     });
     let cases = generate_cases();
     assert_eq!(cases.len(), CASES);

@@ -37,12 +37,22 @@ pub struct ListenerPolicy {
     pub idle_timeout: Option<Duration>,
     /// What a worker may register with (unused on the client listener).
     pub worker_limits: WorkerLimits,
+    /// The HTTP address this node advertises, told to clients in `Hello`.
+    pub advertised_http: Option<String>,
 }
 
 impl ListenerPolicy {
     /// The coordinator's `Hello` on this listener.
+    /// A client's also names the advertised HTTP address.
     pub fn hello(&self) -> Hello {
-        Hello::new(self.role, None)
+        let http = match self.role {
+            Role::Client => self.advertised_http.clone(),
+            Role::Worker => None,
+        };
+        Hello {
+            http,
+            ..Hello::new(self.role, None)
+        }
     }
 
     /// Accepts a peer's `Hello` only with our protocol version, the role
@@ -118,6 +128,7 @@ mod tests {
             unwritten: UnwrittenBytes::default(),
             idle_timeout: None,
             worker_limits: WorkerLimits::default(),
+            advertised_http: None,
         }
     }
 
@@ -136,6 +147,22 @@ mod tests {
                 Err(UNAUTHORIZED.to_string())
             );
         }
+    }
+
+    #[test]
+    fn a_client_hello_names_the_advertised_http_address_and_a_worker_hello_does_not() {
+        let advertised = Some("coord.example:7480".to_string());
+        let client = ListenerPolicy {
+            advertised_http: advertised.clone(),
+            ..policy(None)
+        };
+        assert_eq!(client.hello().http, advertised);
+        assert_eq!(client.hello().token, None);
+        let worker = ListenerPolicy {
+            role: Role::Worker,
+            ..client
+        };
+        assert_eq!(worker.hello().http, None);
     }
 
     #[test]

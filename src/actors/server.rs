@@ -471,6 +471,7 @@ impl Listeners {
                 max_unwritten_bytes: config.max_unwritten_worker_bytes,
                 stall_patience: Duration::from_millis(config.heartbeat_timeout_millis),
             },
+            advertised_http: None,
         };
         let tls = match config.tls_enabled() {
             true => Some(
@@ -524,7 +525,10 @@ impl Listeners {
     ) {
         let name = policy.role.name();
         let (view, log) = (view.clone(), log.new(slog::o!("listener" => name)));
-        let policy = Arc::new(policy.clone());
+        let policy = Arc::new(ListenerPolicy {
+            advertised_http: view.read().me.http.clone(),
+            ..policy.clone()
+        });
         let setup = self.setup(name, &policy);
         actix_rt::spawn(accept_loop(
             listener,

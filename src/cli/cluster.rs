@@ -1,7 +1,9 @@
 //! `taskyard cluster`: who leads, the lease, and the coordinators that
 //! checked in. Asks `GET /api/cluster` of the coordinator's HTTP listener
 //! (`--http`), which a standby answers as the leader does, so it works
-//! against any coordinator still up, even while none leads.
+//! against any coordinator still up, even while none leads. Without
+//! `--http`, the coordinator at `--coordinator` names its HTTP address in
+//! its `Hello`.
 
 use crate::actors::node::ClusterInfo;
 use crate::cli::output::{self, emit, table};
@@ -10,9 +12,6 @@ use clap::Args;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
-
-/// Where the CLI looks for the coordinator's HTTP listener by default.
-pub const DEFAULT_HTTP: &str = "127.0.0.1:7480";
 
 /// Longest the whole exchange may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -23,25 +22,62 @@ const MAX_ANSWER_BYTES: u64 = 1024 * 1024;
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
     /// The HTTP address (host:port, `http-listen` or `advertise-http`) of
-    /// any coordinator of the cluster, leader or standby.
-    #[arg(long, env = "TASKYARD_HTTP", value_name = "ADDR", default_value = DEFAULT_HTTP)]
-    pub http: String,
+    /// any coordinator of the cluster, leader or standby [default: the one
+    /// the coordinator at --coordinator advertises].
+    #[arg(long, env = "TASKYARD_HTTP", value_name = "ADDR")]
+    pub http: Option<String>,
 }
 
 /// `taskyard cluster`.
 pub fn cluster(ctx: &Context, args: ClusterArgs) -> Result<Exit, CliError> {
+    let http = match args.http {
+        Some(http) => http,
+        None => http_of_coordinator(ctx)?,
+    };
     let token = ctx.options.token.as_ref().map(|t| t.expose().to_string());
-    let body = get(&args.http, "/api/cluster", token.as_deref())?;
+    let body = get(&http, "/api/cluster", token.as_deref())?;
     if ctx.json {
         let value: serde_json::Value = serde_json::from_str(&body)
-            .map_err(|e| unreachable(&args.http, format!("not JSON: {e}")))?;
+            .map_err(|e| unreachable(&http, format!("not JSON: {e}")))?;
         emit(&output::json_text(&value))?;
         return Ok(Exit::Success);
     }
     let info: ClusterInfo = serde_json::from_str(&body)
-        .map_err(|e| unreachable(&args.http, format!("not a cluster answer: {e}")))?;
+        .map_err(|e| unreachable(&http, format!("not a cluster answer: {e}")))?;
     emit(&render(&info))?;
     Ok(Exit::Success)
+}
+
+/// The HTTP address the coordinator at `--coordinator` advertises, asked
+/// over its client port; the error names `--http` as the way out.
+fn http_of_coordinator(ctx: &Context) -> Result<String, CliError> {
+    let missing = |why: String| {
+        CliError::Unreachable(format!(
+            "cannot find the HTTP listener: {why}; give it with --http ADDR (or TASKYARD_HTTP)"
+        ))
+    };
+    let client = ctx.connect().map_err(|e| missing(e.to_string()))?;
+    let http = client.coordinator_http().ok_or_else(|| {
+        missing(format!(
+            "the coordinator at {} names no HTTP address (http-listen off, or an older coordinator)",
+            client.addr()
+        ))
+    })?;
+    Ok(reachable_http(http, client.addr()))
+}
+
+/// `http` with an unspecified host (`0.0.0.0`, `[::]`: a listener bound to
+/// every interface) replaced by the host `client_addr` reached the
+/// coordinator at, which then also reaches its HTTP listener.
+pub fn reachable_http(http: &str, client_addr: &str) -> String {
+    let Ok(bound) = http.parse::<std::net::SocketAddr>() else {
+        return http.to_string();
+    };
+    let host = client_addr.rsplit_once(':').map(|(host, _)| host);
+    match host {
+        Some(host) if bound.ip().is_unspecified() => format!("{host}:{}", bound.port()),
+        _ => http.to_string(),
+    }
 }
 
 fn unreachable(addr: &str, reason: impl std::fmt::Display) -> CliError {
@@ -156,6 +192,14 @@ mod tests {
     use super::*;
     use crate::actors::node::{ClusterLeader, ClusterMember};
     use crate::protocol::LeaderAddresses;
+
+    #[test]
+    fn an_http_address_bound_to_every_interface_is_reached_at_the_client_host() {
+        assert_eq!(reachable_http("0.0.0.0:7480", "db1:7400"), "db1:7480");
+        assert_eq!(reachable_http("[::]:7480", "[::1]:7400"), "[::1]:7480");
+        assert_eq!(reachable_http("10.0.0.5:7480", "db1:7400"), "10.0.0.5:7480");
+        assert_eq!(reachable_http("web:80", "db1:7400"), "web:80");
+    }
 
     #[test]
     fn the_table_shows_the_leader_its_lease_and_every_member() {

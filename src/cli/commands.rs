@@ -1,6 +1,7 @@
 //! One function per subcommand: connect, ask, render, choose the exit code.
 
 use crate::cli::output::{self, emit, warn};
+use crate::cli::paging::{next_page_command, HintGlobals};
 use crate::cli::spinner::Spinner;
 use crate::cli::time::format_millis;
 use crate::cli::{CliError, Context, Exit, ListArgs, StatusArgs, SubmitArgs, WaitArgs};
@@ -33,7 +34,7 @@ pub fn submit(ctx: &Context, args: SubmitArgs) -> Result<Exit, CliError> {
     if !ctx.json {
         emit(&job_id.to_string())?;
     }
-    wait_and_report(ctx, &mut client, job_id, args.wait_timeout_secs)
+    wait_and_report(ctx, &mut client, job_id, args.wait_timeout())
 }
 
 /// The wire request for `submit`'s arguments; `--at` becomes a delay from
@@ -55,7 +56,7 @@ pub fn submit_request(args: &SubmitArgs, now: i64) -> Result<SubmitRequest, CliE
         payload: encode_json(&payload_of(args)?),
         priority: args.priority,
         max_attempts: args.max_attempts,
-        timeout_ms: args.timeout_ms,
+        timeout_ms: args.timeout_ms(),
         idempotency_key: args.idempotency_key.clone(),
         delay_ms,
     })
@@ -107,7 +108,7 @@ pub fn status(ctx: &Context, args: StatusArgs) -> Result<Exit, CliError> {
 pub fn wait(ctx: &Context, args: WaitArgs) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
     let job_id = client.resolve(&args.job_id)?;
-    wait_and_report(ctx, &mut client, job_id, args.timeout_secs)
+    wait_and_report(ctx, &mut client, job_id, args.timeout())
 }
 
 /// `taskyard list`: newest first, with a count per state in the footer.
@@ -139,10 +140,22 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, CliError> {
         page.counts = more.counts;
         page.next = more.next;
     }
+    let globals = HintGlobals {
+        coordinator: ctx.coordinator_given.then_some(ctx.coordinator.as_str()),
+        json: ctx.json,
+    };
+    let next_command = page
+        .next
+        .as_ref()
+        .map(|next| next_page_command(&args, &globals, next));
     if ctx.json {
         emit(&output::json_text(&output::list_json(&page)))?;
+        // stdout stays one JSON document (with `next_cursor`); the hint is for people.
+        if let Some(command) = next_command {
+            warn(&format!("more: {command}"));
+        }
     } else {
-        emit(&output::list_text(&page))?;
+        emit(&output::list_text(&page, next_command.as_deref()))?;
     }
     Ok(Exit::Success)
 }
@@ -223,9 +236,8 @@ fn wait_and_report(
     ctx: &Context,
     client: &mut Client,
     job_id: JobId,
-    timeout_secs: u64,
+    timeout: Duration,
 ) -> Result<Exit, CliError> {
-    let timeout = Duration::from_secs(timeout_secs);
     let mut last_progress = None;
     let mut spinner = Spinner::for_stderr(ctx.json);
     let show_progress = |view: &JobView| {
@@ -252,7 +264,7 @@ fn wait_and_report(
             Err(CliError::WaitTimedOut {
                 job_id,
                 state: job.state,
-                secs: timeout_secs,
+                waited: timeout,
             })
         }
     }

@@ -78,11 +78,12 @@ pub enum CliError {
     ScheduleRefused(String),
     #[error("{0}")]
     NoSuchSchedule(String),
-    #[error("timed out after {secs} s waiting for job {job_id}; it is still {state}")]
+    #[error("timed out after {} waiting for job {job_id}; it is still {state}",
+            crate::cli::time::format_duration(waited.as_millis() as u64))]
     WaitTimedOut {
         job_id: JobId,
         state: JobState,
-        secs: u64,
+        waited: std::time::Duration,
     },
     #[error("cannot write output: {0}")]
     Output(std::io::Error),

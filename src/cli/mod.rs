@@ -14,9 +14,11 @@ pub mod exit;
 pub mod job_admin;
 pub mod man;
 pub mod output;
+pub mod paging;
 pub mod parse;
 pub mod reference;
 pub mod schedule;
+pub mod schedule_args;
 pub mod spinner;
 pub mod time;
 pub mod top;
@@ -173,14 +175,17 @@ pub struct DeleteArgs {
     pub yes: bool,
 }
 
+/// How long `wait` and `submit --wait` wait when not told.
+pub const DEFAULT_WAIT_MS: u64 = 60_000;
+
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("payload_source").required(true).args(["payload", "payload_file"]))]
 pub struct SubmitArgs {
     /// The task type, e.g. echo, sleep or fail.
     #[arg(value_name = "TYPE")]
     pub task_type: String,
     /// The task's payload as JSON, e.g. '{"message":"hi"}'.
-    #[arg(long, value_name = "JSON", value_parser = parse_json,
-          required_unless_present = "payload_file", conflicts_with = "payload_file")]
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
     pub payload: Option<serde_json::Value>,
     /// Read the payload (JSON) from this file instead, for payloads too
     /// big for a command line.
@@ -192,15 +197,22 @@ pub struct SubmitArgs {
     /// Attempts before the job FAILS (default: the coordinator's).
     #[arg(long, value_name = "N", value_parser = limits::MAX_ATTEMPTS_RANGE.parser_u32())]
     pub max_attempts: Option<u32>,
-    /// Per-attempt timeout in milliseconds (default: the coordinator's).
-    #[arg(long, value_name = "N", value_parser = limits::TIMEOUT_MS.parser())]
+    /// Per-attempt timeout: 250ms, 30s, 5m, 1h (a bare number is seconds)
+    /// [default: the coordinator's task-timeout-millis].
+    #[arg(long, value_name = "DURATION", conflicts_with = "timeout_ms",
+          value_parser = time::duration_within(limits::TIMEOUT_MS, 1000))]
+    pub timeout: Option<u64>,
+    /// The former `--timeout`, in milliseconds (a unit may be given).
+    #[arg(long, value_name = "N", hide = true,
+          value_parser = time::duration_within(limits::TIMEOUT_MS, 1))]
     pub timeout_ms: Option<u64>,
     /// Submitting again with the same key returns the first job's id
     /// instead of creating a second job (also after a coordinator restart).
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
     /// Do not run before this long from now: 1500ms, 30s, 5m, 2h, 1d (at most 366d).
-    #[arg(long, value_name = "DURATION", value_parser = parse_delay, conflicts_with = "at")]
+    #[arg(long, value_name = "DURATION", conflicts_with = "at",
+          value_parser = time::duration_within(limits::DELAY_MS, 1000))]
     pub delay: Option<u64>,
     /// Do not run before this time, e.g. 2026-12-03T10:00:00Z (at most 366 days ahead).
     #[arg(long, value_name = "TIME", value_parser = time::parse_rfc3339)]
@@ -208,9 +220,32 @@ pub struct SubmitArgs {
     /// Wait for the job to finish, then report like `wait`.
     #[arg(long)]
     pub wait: bool,
+    /// How long `--wait` waits: 250ms, 30s, 5m, 1h (a bare number is
+    /// seconds) [default: 60s].
+    #[arg(long, value_name = "DURATION", conflicts_with = "wait_timeout_secs",
+          value_parser = time::duration_within(limits::WAIT_MS, 1000))]
+    pub wait_timeout: Option<u64>,
+    /// The former `--wait-timeout`, in seconds.
+    #[arg(long, value_name = "S", hide = true, value_parser = limits::WAIT_SECS.parser())]
+    pub wait_timeout_secs: Option<u64>,
+}
+
+impl SubmitArgs {
+    /// The per-attempt timeout asked for, in milliseconds, if any.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        self.timeout.or(self.timeout_ms)
+    }
+
     /// How long `--wait` waits.
-    #[arg(long, value_name = "S", default_value_t = 60, value_parser = limits::WAIT_SECS.parser())]
-    pub wait_timeout_secs: u64,
+    pub fn wait_timeout(&self) -> std::time::Duration {
+        wait_timeout(self.wait_timeout, self.wait_timeout_secs)
+    }
+}
+
+/// The wait timeout of a duration flag or its former seconds flag.
+fn wait_timeout(millis: Option<u64>, secs: Option<u64>) -> std::time::Duration {
+    let millis = millis.or(secs.map(|s| s.saturating_mul(1000)));
+    std::time::Duration::from_millis(millis.unwrap_or(DEFAULT_WAIT_MS))
 }
 
 #[derive(Debug, Args)]
@@ -226,9 +261,21 @@ pub struct WaitArgs {
     /// The job id printed by `submit`, or a unique prefix of it.
     #[arg(value_name = "ID", value_parser = IdPrefix::parse_to_resolve)]
     pub job_id: IdPrefix,
-    /// Give up (exit 4) after this many seconds.
-    #[arg(long, value_name = "S", default_value_t = 60, value_parser = limits::WAIT_SECS.parser())]
-    pub timeout_secs: u64,
+    /// Give up (exit 4) after this long: 250ms, 30s, 5m, 1h (a bare number
+    /// is seconds) [default: 60s].
+    #[arg(long, value_name = "DURATION", conflicts_with = "timeout_secs",
+          value_parser = time::duration_within(limits::WAIT_MS, 1000))]
+    pub timeout: Option<u64>,
+    /// The former `--timeout`, in seconds.
+    #[arg(long, value_name = "S", hide = true, value_parser = limits::WAIT_SECS.parser())]
+    pub timeout_secs: Option<u64>,
+}
+
+impl WaitArgs {
+    /// How long to wait.
+    pub fn timeout(&self) -> std::time::Duration {
+        wait_timeout(self.timeout, self.timeout_secs)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -240,7 +287,7 @@ pub struct ListArgs {
     #[arg(long = "type", value_name = "TYPE")]
     pub task_type: Option<String>,
     /// At most this many jobs (1 to 500).
-    #[arg(long, value_name = "N", default_value_t = 50, value_parser = limits::LIST_LIMIT.parser_u32())]
+    #[arg(long, value_name = "N", default_value_t = paging::DEFAULT_LIST_LIMIT, value_parser = limits::LIST_LIMIT.parser_u32())]
     pub limit: u32,
     /// Continue after the job this cursor names: the one a previous `list`
     /// printed after `more:` (or an HTTP `next_cursor`).
@@ -352,12 +399,6 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
     }
 }
 
-/// `--delay`: a duration within `limits::DELAY_MS`.
-fn parse_delay(text: &str) -> Result<u64, String> {
-    let millis = time::parse_duration(text)?;
-    limits::DELAY_MS.check(millis).map_err(|e| e.to_string())
-}
-
 fn parse_json(text: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))
 }
@@ -367,6 +408,7 @@ mod tests {
     use super::*;
     use crate::protocol::JobId;
     use clap::CommandFactory;
+    use std::time::Duration;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         parse::try_parse_from(std::iter::once("taskyard").chain(args.iter().copied()))
@@ -556,15 +598,119 @@ mod tests {
     }
 
     #[test]
-    fn wait_timeout_defaults_to_a_minute() {
+    fn wait_timeouts_default_to_a_minute() {
         let cli = parse(&["wait", &JobId::mint().to_string()]).expect("valid");
-        assert!(matches!(
-            cli.command,
-            Command::Wait(WaitArgs {
-                timeout_secs: 60,
-                ..
-            })
-        ));
+        let Command::Wait(args) = cli.command else {
+            panic!("not wait");
+        };
+        assert_eq!(args.timeout(), Duration::from_secs(60));
+        let submit = submit_args(&["--wait"]).expect("valid");
+        assert_eq!(submit.wait_timeout(), Duration::from_secs(60));
+        assert_eq!(submit.timeout_ms(), None, "the coordinator's default");
+    }
+
+    fn wait_args(extra: &[&str]) -> Result<WaitArgs, clap::Error> {
+        let id = JobId::mint().to_string();
+        match parse(&[&["wait", id.as_str()][..], extra].concat())?.command {
+            Command::Wait(wait) => Ok(wait),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_duration_flag_takes_a_unit_and_a_bare_number_keeps_its_old_unit() {
+        let ms = Duration::from_millis;
+        let timeout = |flag: &str, value: &str| {
+            submit_args(&[flag, value])
+                .map(|a| a.timeout_ms())
+                .ok()
+                .flatten()
+        };
+        let submit_wait =
+            |flag: &str, value: &str| submit_args(&[flag, value]).map(|a| a.wait_timeout()).ok();
+        let wait = |flag: &str, value: &str| wait_args(&[flag, value]).map(|a| a.timeout()).ok();
+        for (value, millis) in [
+            ("250ms", 250),
+            ("30s", 30_000),
+            ("5m", 300_000),
+            ("1h", 3_600_000),
+        ] {
+            assert_eq!(
+                timeout("--timeout", value),
+                Some(millis),
+                "--timeout {value}"
+            );
+            assert_eq!(
+                timeout("--timeout-ms", value),
+                Some(millis),
+                "--timeout-ms {value}"
+            );
+            assert_eq!(submit_wait("--wait-timeout", value), Some(ms(millis)));
+            assert_eq!(
+                wait("--timeout", value),
+                Some(ms(millis)),
+                "wait --timeout {value}"
+            );
+        }
+        assert_eq!(timeout("--timeout", "90"), Some(90_000), "seconds");
+        assert_eq!(
+            timeout("--timeout-ms", "90"),
+            Some(90),
+            "the old flag: milliseconds"
+        );
+        assert_eq!(submit_wait("--wait-timeout", "90"), Some(ms(90_000)));
+        assert_eq!(submit_wait("--wait-timeout-secs", "90"), Some(ms(90_000)));
+        assert_eq!(wait("--timeout", "90"), Some(ms(90_000)));
+        assert_eq!(wait("--timeout-secs", "90"), Some(ms(90_000)));
+        let err = wait_args(&["--timeout", "5 min"]).expect_err("unknown unit");
+        assert!(err.to_string().contains("--timeout <DURATION>"), "{err}");
+        assert!(
+            submit_args(&["--timeout", "1s", "--timeout-ms", "5"]).is_err(),
+            "both"
+        );
+        assert!(
+            wait_args(&["--timeout", "1s", "--timeout-secs", "5"]).is_err(),
+            "both"
+        );
+        let err = submit_args(&["--wait-timeout", "367d"]).expect_err("beyond a year");
+        assert!(err.to_string().contains("wait_ms: "), "{err}");
+    }
+
+    #[test]
+    fn schedule_durations_take_the_same_syntax() {
+        let cli = parse(&[
+            "schedule",
+            "create",
+            "n",
+            "report",
+            "--every",
+            "90",
+            "--timeout",
+            "250ms",
+            "--catchup-window",
+            "1h",
+            "--jitter",
+            "5m",
+        ])
+        .expect("valid");
+        let Command::Schedule(schedule::ScheduleCommand::Create(args)) = cli.command else {
+            panic!("not schedule create");
+        };
+        let spec = args.spec();
+        assert_eq!(spec.every_ms, Some(90_000), "a bare number is seconds");
+        assert_eq!(spec.timeout_ms, Some(250));
+        assert_eq!(spec.catchup_window_ms, Some(3_600_000));
+        assert_eq!(spec.jitter_ms, 300_000);
+    }
+
+    #[test]
+    fn the_usage_line_offers_payload_or_payload_file() {
+        let err = parse(&["submit", "echo"]).expect_err("neither");
+        let text = err.to_string();
+        assert!(
+            text.contains("<--payload <JSON>|--payload-file <PATH>>"),
+            "{text}"
+        );
     }
 
     #[test]

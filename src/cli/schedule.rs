@@ -4,13 +4,11 @@
 //! exits 3 (5 for an unknown schedule); nothing is stored.
 
 use crate::cli::output::{self, emit, table};
-use crate::cli::time::{format_millis, parse_duration, parse_rfc3339};
+use crate::cli::schedule_args::{CreateArgs, UpdateArgs};
+use crate::cli::time::format_millis_in;
 use crate::cli::{CliError, Context, Exit};
-use crate::client::ScheduleRefusedAnswer;
-use crate::protocol::payloads::encode_json;
-use crate::protocol::{
-    limits, Overlap, Priority, ScheduleRefusal, ScheduleSpec, ScheduleView, SubmitAnswer,
-};
+use crate::client::{Client, ScheduleRefusedAnswer};
+use crate::protocol::{ScheduleRefusal, ScheduleSpec, ScheduleView, SubmitAnswer};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
@@ -18,10 +16,11 @@ use serde_json::{json, Value};
 pub enum ScheduleCommand {
     /// Add a schedule: a cron expression (with --tz) or --every, and the
     /// job it submits each slot.
-    Create(DefinitionArgs),
-    /// Replace a schedule's definition (every option; unset ones take
-    /// their defaults). Slots before now are not fired for it.
-    Update(DefinitionArgs),
+    Create(CreateArgs),
+    /// Change the options given of a schedule's definition, keeping the
+    /// others (--replace: replace the whole definition). Slots before now
+    /// are not fired for it.
+    Update(UpdateArgs),
     /// Every schedule: cadence, state, next and last run.
     List,
     /// One schedule: its definition, next 5 fire times and recent runs.
@@ -42,87 +41,12 @@ pub struct NameArg {
     pub name: String,
 }
 
-#[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("cadence").required(true).args(["cron", "every"]))]
-pub struct DefinitionArgs {
-    /// Unique name: letters, digits, '.', '_', '-'.
-    #[arg(value_name = "NAME")]
-    pub name: String,
-    /// The task type each job has, e.g. echo.
-    #[arg(value_name = "TYPE")]
-    pub task_type: String,
-    /// Cron expression: 5 fields (or 6, seconds first); L, W, #, MON..SUN, JAN..DEC.
-    #[arg(long, value_name = "EXPR")]
-    pub cron: Option<String>,
-    /// IANA time zone the cron expression is read in [default: UTC].
-    #[arg(long, value_name = "ZONE", requires = "cron")]
-    pub tz: Option<String>,
-    /// A fixed interval instead of cron (whole seconds: 30s, 5m, 1h).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub every: Option<u64>,
-    /// Each job's payload as JSON [default: {}].
-    #[arg(long, value_name = "JSON", value_parser = parse_json)]
-    pub payload: Option<Value>,
-    /// high, normal or low.
-    #[arg(long, default_value = "normal")]
-    pub priority: Priority,
-    /// Attempts per job [default: the coordinator's default-max-attempts].
-    #[arg(long, value_name = "N", value_parser = limits::MAX_ATTEMPTS_RANGE.parser_u32())]
-    pub max_attempts: Option<u32>,
-    /// Per-attempt timeout [default: the coordinator's task-timeout-millis].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub timeout: Option<u64>,
-    /// When the previous run is still active: skip, allow, buffer-one, cancel-previous.
-    #[arg(long, default_value = "skip", value_parser = |s: &str| s.parse::<Overlap>())]
-    pub overlap: Overlap,
-    /// Missed slots this recent fire after downtime [default: one slot].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub catchup_window: Option<u64>,
-    /// Delay each job by a fixed pseudo-random 0..DURATION [default: 0].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub jitter: Option<u64>,
-    /// Create it paused.
-    #[arg(long)]
-    pub paused: bool,
-    /// No slot before this time (RFC 3339); an interval counts from it.
-    #[arg(long, value_name = "TIME", value_parser = parse_rfc3339)]
-    pub start: Option<i64>,
-    /// No slot after this time (RFC 3339).
-    #[arg(long, value_name = "TIME", value_parser = parse_rfc3339)]
-    pub end: Option<i64>,
-}
-
-fn parse_json(text: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))
-}
-
-impl DefinitionArgs {
-    fn spec(self) -> ScheduleSpec {
-        let payload = encode_json(&self.payload.unwrap_or(json!({})));
-        ScheduleSpec {
-            cron: self.cron,
-            tz: self.tz,
-            every_ms: self.every,
-            priority: self.priority,
-            max_attempts: self.max_attempts,
-            timeout_ms: self.timeout,
-            overlap: self.overlap,
-            catchup_window_ms: self.catchup_window,
-            jitter_ms: self.jitter.unwrap_or(0),
-            paused: self.paused,
-            start_at: self.start,
-            end_at: self.end,
-            ..ScheduleSpec::new(self.name, self.task_type, payload)
-        }
-    }
-}
-
 /// Runs one `schedule` subcommand.
 pub fn run(ctx: &Context, command: ScheduleCommand) -> Result<Exit, CliError> {
     let mut client = ctx.connect()?;
     let view = match command {
         ScheduleCommand::Create(args) => client.create_schedule(args.spec())?,
-        ScheduleCommand::Update(args) => client.update_schedule(args.spec())?,
+        ScheduleCommand::Update(args) => update(&mut client, args)?,
         ScheduleCommand::Show(a) => client.show_schedule(&a.name)?,
         ScheduleCommand::Pause(a) => client.pause_schedule(&a.name)?,
         ScheduleCommand::Resume(a) => client.resume_schedule(&a.name)?,
@@ -146,6 +70,23 @@ pub fn run(ctx: &Context, command: ScheduleCommand) -> Result<Exit, CliError> {
     Ok(Exit::Success)
 }
 
+/// `update`: reads the definition (unless `--replace`), changes what was
+/// given, and sends it. Two updates at once each keep only their own
+/// changes to the options both give; the last one sent wins.
+fn update(
+    client: &mut Client,
+    args: UpdateArgs,
+) -> Result<Result<ScheduleView, ScheduleRefusedAnswer>, CliError> {
+    let current = match args.merges() {
+        true => match client.show_schedule(&args.name)? {
+            Ok(view) => Some(view.spec),
+            Err(refusal) => return Ok(Err(refusal)),
+        },
+        false => None,
+    };
+    Ok(client.update_schedule(args.spec(current)?)?)
+}
+
 fn list(ctx: &Context, views: Vec<ScheduleView>) -> Result<Exit, CliError> {
     if ctx.json {
         let all: Vec<Value> = views.iter().map(view_json).collect();
@@ -163,7 +104,7 @@ fn list(ctx: &Context, views: Vec<ScheduleView>) -> Result<Exit, CliError> {
                 state(&v.spec).into(),
                 v.next_fires
                     .first()
-                    .map_or("-".into(), |t| format_millis(*t)),
+                    .map_or("-".into(), |t| in_zone(&v.spec, *t)),
                 last_run(v),
             ]
         })
@@ -204,6 +145,11 @@ fn cadence(spec: &ScheduleSpec) -> String {
     }
 }
 
+/// A slot of `spec` for people: in the zone its cron expression is read in.
+fn in_zone(spec: &ScheduleSpec, millis: i64) -> String {
+    format_millis_in(millis, spec.tz.as_deref())
+}
+
 fn state(spec: &ScheduleSpec) -> &'static str {
     if spec.paused {
         "paused"
@@ -216,7 +162,7 @@ fn last_run(v: &ScheduleView) -> String {
     match v.recent_runs.first() {
         Some(run) => format!(
             "{} {}",
-            run.slot.map_or("trigger".into(), format_millis),
+            run.slot.map_or("trigger".into(), |t| in_zone(&v.spec, t)),
             run.state.map_or("finished".into(), |s| s.to_string())
         ),
         None => "-".into(),
@@ -243,15 +189,11 @@ fn details(v: &ScheduleView) -> String {
         format!("fired/skipped:  {} / {}", v.fired, v.skipped),
         "next fires:".into(),
     ];
-    lines.extend(
-        v.next_fires
-            .iter()
-            .map(|t| format!("  {}", format_millis(*t))),
-    );
+    lines.extend(v.next_fires.iter().map(|t| format!("  {}", in_zone(s, *t))));
     lines.push("recent runs:".into());
     let runs = v.recent_runs.iter().map(|r| {
         vec![
-            r.slot.map_or("trigger".into(), format_millis),
+            r.slot.map_or("trigger".into(), |t| in_zone(s, t)),
             r.job_id.to_string(),
             r.state.map_or("finished".into(), |s| s.to_string()),
         ]
@@ -276,4 +218,36 @@ pub fn view_json(v: &ScheduleView) -> Value {
             .unwrap_or(Value::Null);
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::payloads::encode_json;
+
+    fn view(tz: Option<&str>) -> ScheduleView {
+        ScheduleView {
+            spec: ScheduleSpec {
+                cron: Some("0 3 * * *".into()),
+                tz: tz.map(str::to_string),
+                ..ScheduleSpec::new("nightly", "report", encode_json(&json!({})))
+            },
+            next_fires: vec![1_796_695_200_000], // 2026-12-08T02:00:00Z
+            last_slot: None,
+            recent_runs: Vec::new(),
+            fired: 0,
+            skipped: 0,
+        }
+    }
+
+    #[test]
+    fn a_schedule_s_next_fires_show_in_its_own_zone() {
+        let berlin = details(&view(Some("Europe/Berlin")));
+        assert!(
+            berlin.contains("  2026-12-08T03:00:00+01:00 Europe/Berlin"),
+            "{berlin}"
+        );
+        let utc = details(&view(None));
+        assert!(utc.contains("  2026-12-08T02:00:00Z"), "{utc}");
+    }
 }

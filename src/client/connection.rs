@@ -24,6 +24,8 @@ pub(crate) struct Connection {
     read_buf: BytesMut,
     write_buf: BytesMut,
     read_timeout: Duration,
+    /// The HTTP address the coordinator's `Hello` named, if it did.
+    pub(crate) coordinator_http: Option<String>,
 }
 
 impl Connection {
@@ -39,6 +41,7 @@ impl Connection {
             read_buf: BytesMut::with_capacity(READ_CHUNK),
             write_buf: BytesMut::new(),
             read_timeout,
+            coordinator_http: None,
         }
     }
 

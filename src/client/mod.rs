@@ -167,6 +167,13 @@ impl Client {
         &self.addr
     }
 
+    /// The HTTP address (`advertise-http`, else `http-listen`) the
+    /// coordinator connected to named in its `Hello`; `None` when it has no
+    /// HTTP listener or predates the field.
+    pub fn coordinator_http(&self) -> Option<&str> {
+        self.connection.coordinator_http.as_deref()
+    }
+
     /// Submits one job. A rejection is an answer (`SubmitAnswer::Rejected`),
     /// not an error. With an idempotency key it is sent again on a new
     /// connection if the connection is lost before the answer arrives.
@@ -657,6 +664,7 @@ pub(crate) fn connect_handshaken(
                 .set_read_timeout(Some(READ_TIMEOUT))
                 .map_err(ClientError::Io)?;
             connection.set_read_timeout(READ_TIMEOUT);
+            connection.coordinator_http = hello.http;
             Ok(connection)
         }
         CoordinatorToClient::Hello(hello) => Err(ClientError::VersionMismatch {

@@ -265,6 +265,7 @@ mod tests {
                 protocol_version: PROTOCOL_VERSION,
                 role: Role::Worker,
                 token: None,
+                http: None,
             }),
             WorkerMessage::Register {
                 worker_id: WorkerId("w-1".into()),
@@ -298,6 +299,7 @@ mod tests {
                 protocol_version: PROTOCOL_VERSION,
                 role: Role::Worker,
                 token: None,
+                http: None,
             }),
             CoordinatorToWorker::Registered {
                 worker_id: WorkerId("w-1".into()),
@@ -387,6 +389,7 @@ mod tests {
             protocol_version: PROTOCOL_VERSION,
             role: Role::Client,
             token: None,
+            http: None,
         }));
         for (i, request) in requests.into_iter().enumerate() {
             round_trip(ClientMessage::Request {

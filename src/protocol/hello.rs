@@ -72,6 +72,14 @@ pub struct Hello {
     /// Never sent by the coordinator.
     #[serde(default)]
     pub token: Option<String>,
+    /// In the coordinator's `Hello` to a client: the HTTP address it
+    /// advertises (`advertise-http`, else its bound `http-listen`), so a
+    /// client that knows only the client port can find the HTTP API
+    /// (`taskyard cluster`). `None` from peers, from coordinators older
+    /// than this field and from one without an HTTP listener; left out of
+    /// the frame when `None`, so those frames are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
 }
 
 impl Hello {
@@ -81,6 +89,7 @@ impl Hello {
             protocol_version: PROTOCOL_VERSION,
             role,
             token: token.map(str::to_string),
+            http: None,
         }
     }
 }
@@ -92,6 +101,7 @@ impl fmt::Debug for Hello {
             .field("protocol_version", &self.protocol_version)
             .field("role", &self.role)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("http", &self.http)
             .finish()
     }
 }

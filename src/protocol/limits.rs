@@ -49,6 +49,9 @@ pub const LIST_LIMIT: Range = Range::new("limit", 1, MAX_LIST_JOBS as u64);
 pub const PROGRESS_PERCENT: Range = Range::new("percent", 0, 100);
 /// The CLI's `--timeout-secs` / `--wait-timeout-secs`: 0 to a year.
 pub const WAIT_SECS: Range = Range::new("timeout_secs", 0, MAX_WAIT_SECS);
+/// The CLI's wait timeouts as durations (`wait --timeout`, `submit
+/// --wait-timeout`): 0 to a year, in milliseconds.
+pub const WAIT_MS: Range = Range::new("wait_ms", 0, MAX_WAIT_SECS * 1000);
 
 /// One numeric field's accepted values, `min..=max`, and the field's name
 /// as it appears on the wire (and in every refusal).
@@ -193,13 +196,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const EVERY_RANGE: [Range; 6] = [
+    const EVERY_RANGE: [Range; 7] = [
         MAX_ATTEMPTS_RANGE,
         TIMEOUT_MS,
         DELAY_MS,
         LIST_LIMIT,
         PROGRESS_PERCENT,
         WAIT_SECS,
+        WAIT_MS,
     ];
 
     #[test]

@@ -210,6 +210,7 @@ fn hello() -> Hello {
         protocol_version: crate::protocol::PROTOCOL_VERSION,
         role: Role::Worker,
         token: None,
+        http: None,
     }
 }
 

@@ -50,6 +50,7 @@ impl RawWorker {
             protocol_version: PROTOCOL_VERSION,
             role: Role::Worker,
             token: None,
+            http: None,
         }));
         let hello = worker.recv(Duration::from_secs(5));
         assert!(

@@ -35,6 +35,7 @@ pub fn client_policy(config: &CoordinatorConfig) -> ListenerPolicy {
         unwritten: Default::default(),
         idle_timeout: None,
         worker_limits: Default::default(),
+        advertised_http: None,
     }
 }
 

@@ -16,11 +16,17 @@
 //! is the schedule's start time if it has one, else the unix epoch, so the
 //! slots do not move when the coordinator restarts.
 
+use super::cron_fields::explain;
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::parser::CronParser;
 use croner::Cron;
 use std::str::FromStr;
+
+/// croner's parse with the options every cadence uses.
+fn parse_cron(expression: &str) -> Result<Cron, croner::errors::CronError> {
+    CronParser::builder().build().parse(expression)
+}
 
 /// No two slots of any cadence are closer: cron slots are whole seconds,
 /// and an interval is at least one second.
@@ -54,10 +60,10 @@ impl Cadence {
     /// `W`, `#`, names like `MON`) to be read in the zone `tz`.
     pub fn cron(expression: &str, tz: &str) -> Result<Cadence, CadenceError> {
         let tz = Tz::from_str(tz).map_err(|_| CadenceError::Zone(tz.to_string()))?;
-        let cron = CronParser::builder()
-            .build()
-            .parse(expression)
-            .map_err(|e| CadenceError::Expression(e.to_string()))?;
+        let cron = parse_cron(expression).map_err(|e| {
+            let parses = |pattern: &str| parse_cron(pattern).is_ok();
+            CadenceError::Expression(explain(expression, parses).unwrap_or_else(|| e.to_string()))
+        })?;
         let cadence = Cadence::Cron {
             cron: Box::new(cron),
             tz,

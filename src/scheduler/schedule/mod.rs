@@ -3,6 +3,7 @@
 //! coordinator applies what it decides.
 
 pub mod cadence;
+mod cron_fields;
 
 #[cfg(test)]
 mod cadence_tests;
