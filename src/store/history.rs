@@ -188,13 +188,45 @@ impl JobReader {
         columns: &str,
         read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
     ) -> Result<Vec<T>, StoreError> {
-        let (query, args) = page_query(filter, columns);
+        let walk_order = self.prefix_is_dense(filter)?;
+        let (query, args) = page_query(filter, columns, walk_order);
         let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
         let rows = stmt
             .query_map(params_from_iter(args), read)
             .map_err(|e| self.error(e))?;
         rows.collect::<rusqlite::Result<_>>()
             .map_err(|e| self.error(e))
+    }
+
+    /// Whether the page of an id prefix (and no other indexed filter)
+    /// should walk the listing order instead of the prefix's range of the
+    /// primary key. Ids are minted from the clock (UUID v7), so a short
+    /// prefix names every job of a stretch of time, millions of them: the
+    /// range would be read whole and sorted. Counting at most
+    /// `DENSE_PREFIX_ROWS` of it tells: past that, matches are dense enough
+    /// in the order for a page to come quickly; below it, the range is
+    /// small enough to sort.
+    fn prefix_is_dense(&self, filter: &PageFilter) -> Result<bool, StoreError> {
+        let Some(prefix) = &filter.id_prefix else {
+            return Ok(false);
+        };
+        if filter.state.is_some() || filter.task_type.is_some() || filter.priority.is_some() {
+            return Ok(false);
+        }
+        let (low, high) = prefix.bounds();
+        let counted: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE id BETWEEN ?1 AND ?2 LIMIT ?3)",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    rusqlite::params![low.to_string(), high.to_string(), DENSE_PREFIX_ROWS],
+                    |r| r.get(0),
+                )
+            })
+            .map_err(|e| self.error(e))?;
+        Ok(counted >= DENSE_PREFIX_ROWS)
     }
 
     /// Adds the attempts stored apart from the job row.
@@ -207,11 +239,17 @@ impl JobReader {
     }
 }
 
+/// Matches of an id prefix past which its page walks the listing order
+/// (see `JobReader::prefix_is_dense`).
+const DENSE_PREFIX_ROWS: i64 = 5_000;
+
 /// The `SELECT` of `filter`'s page of `columns`, newest submission first
-/// (or oldest), and its arguments.
+/// (or oldest), and its arguments; `walk_order`: through `jobs_order`
+/// whatever else the planner would choose.
 pub(crate) fn page_query(
     filter: &PageFilter,
     columns: &str,
+    walk_order: bool,
 ) -> (String, Vec<rusqlite::types::Value>) {
     let mut conditions = Vec::new();
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
@@ -235,7 +273,11 @@ pub(crate) fn page_query(
         false => format!("WHERE {}", conditions.join(" AND ")),
     };
     args.push((filter.limit.min(i64::MAX as usize) as i64).into());
-    let query = format!("SELECT {columns} FROM jobs {filter_sql} ORDER BY {order_by} LIMIT ?");
+    let table = match walk_order {
+        true => "jobs INDEXED BY jobs_order",
+        false => "jobs",
+    };
+    let query = format!("SELECT {columns} FROM {table} {filter_sql} ORDER BY {order_by} LIMIT ?");
     (query, args)
 }
 

@@ -13,7 +13,7 @@ use rusqlite::{params_from_iter, Connection};
 
 /// SQLite's plan for `filter`'s page, one line per step.
 fn plan(conn: &Connection, filter: &PageFilter) -> String {
-    let (query, args) = page_query(filter, "id");
+    let (query, args) = page_query(filter, "id", false);
     let mut stmt = conn
         .prepare(&format!("EXPLAIN QUERY PLAN {query}"))
         .expect("explain");
@@ -107,4 +107,65 @@ fn an_id_prefix_is_a_range_of_the_primary_key() {
             || plan.contains("USING INDEX jobs_order"),
         "{plan}"
     );
+}
+
+#[test]
+fn a_dense_prefix_walks_the_listing_order() {
+    let (_dir, conn) = database();
+    let filter = PageFilter {
+        id_prefix: Some(IdPrefix::parse("0193").expect("prefix")),
+        limit: 50,
+        ..PageFilter::default()
+    };
+    let (query, args) = page_query(&filter, "id", true);
+    let mut stmt = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {query}"))
+        .expect("explain");
+    let plan: Vec<String> = stmt
+        .query_map(params_from_iter(args), |r| r.get::<_, String>(3))
+        .expect("plan")
+        .collect::<rusqlite::Result<_>>()
+        .expect("steps");
+    let plan = plan.join("\n");
+    assert!(
+        plan.contains("jobs_order") && !plan.contains("TEMP B-TREE"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn a_dense_prefix_pages_newest_first_like_any_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t.db");
+    let plan = crate::bench::seed::SeedPlan {
+        finished: 6_000,
+        active: 0,
+        keyed: false,
+        finished_from: 1_700_000_000_000,
+        task_type: "echo".into(),
+    };
+    crate::bench::seed::seed(&path, &plan).expect("seed");
+    let reader = crate::store::JobReader::open(&path).expect("reader");
+    let everything = PageFilter {
+        limit: 100,
+        ..PageFilter::default()
+    };
+    let newest = reader.summaries(&everything).expect("page");
+    let prefix = newest[0].job.id.to_string()[..4].to_string();
+    let by_prefix = PageFilter {
+        id_prefix: Some(IdPrefix::parse(&prefix).expect("prefix")),
+        ..everything.clone()
+    };
+    assert!(
+        reader.prefix_is_dense(&by_prefix).expect("probe"),
+        "6,000 ids share {prefix}"
+    );
+    let ids = |page: Vec<crate::store::StoredSummary>| -> Vec<JobId> {
+        page.into_iter().map(|s| s.job.id).collect()
+    };
+    let expected: Vec<JobId> = ids(newest)
+        .into_iter()
+        .filter(|id| id.to_string().starts_with(&prefix))
+        .collect();
+    assert_eq!(ids(reader.summaries(&by_prefix).expect("page")), expected);
 }
