@@ -186,3 +186,39 @@ fn schedules_survive_a_restart_and_one_dropped_from_the_config_is_paused() {
     );
     second.stop();
 }
+
+/// Fired and skipped counts survive a restart: an every-second schedule
+/// whose first job never runs (no worker) skips the slots after it
+/// (overlap `skip`); after a restart `schedule show` counts on from what
+/// was stored instead of from 0.
+#[test]
+fn fired_and_skipped_counts_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = coordinator_config(dir.path());
+    config.sweep_interval_millis = 50;
+    config.schedule = vec![declared(
+        r#"{name = "tick", every = "1s", task-type = "echo", payload = {message = "t"}, overlap = "skip"}"#,
+    )];
+    let first = start_coordinator(config.clone());
+    let addr = first.client_addr.to_string();
+    let show = |addr: &str| json_of(&taskyard(addr, &["--json", "schedule", "show", "tick"]));
+    let mut before = Value::Null;
+    wait_until("two slots skipped", Duration::from_secs(20), || {
+        before = show(&addr);
+        before["skipped"].as_u64().unwrap_or(0) >= 2
+    });
+    first.stop();
+    let (fired, skipped) = (
+        before["fired"].as_u64().expect("fired"),
+        before["skipped"].as_u64().expect("skipped"),
+    );
+    assert_eq!(fired, 1, "the first slot's job never ran: {before}");
+
+    let second = start_coordinator(config);
+    let after = show(&second.client_addr.to_string());
+    assert!(
+        after["fired"].as_u64() >= Some(fired) && after["skipped"].as_u64() >= Some(skipped),
+        "before the restart {before}, after {after}"
+    );
+    second.stop();
+}

@@ -13,7 +13,7 @@ use taskyard::protocol::{
     Attempt, AttemptOutcome, IdPrefix, JobId, JobState, LeaseId, Priority, WorkerId,
 };
 use taskyard::protocol::{Overlap, ScheduleSpec};
-use taskyard::scheduler::schedule::{ScheduleWrite, StoredSchedule};
+use taskyard::scheduler::schedule::{ScheduleWrite, SkippedCounts, StoredSchedule};
 use taskyard::scheduler::{Job, JobRow};
 use taskyard::store::postgres::throwaway::ThrowawayPostgres;
 use taskyard::store::postgres::{PgTarget, PostgresReader, PostgresStore};
@@ -643,6 +643,7 @@ fn nightly(updated_at: i64) -> StoredSchedule {
         last_slot: None,
         updated_at,
         fired: 0,
+        skipped: [0, 0],
     }
 }
 
@@ -694,6 +695,34 @@ fn schedules_are_stored_and_their_slots_move_with_their_jobs(b: &Backend) {
     running.state = JobState::Running;
     store.commit(&rows(&[&running])).expect("commit");
     assert_eq!(store.load_schedules().expect("load")[0].fired, 2);
+    // Skipped counts are written as memory has them, and read back.
+    store
+        .write_schedule(&ScheduleWrite::Skipped(vec![
+            SkippedCounts {
+                name: "nightly".into(),
+                skipped: [3, 1],
+                floor: 20,
+            },
+            SkippedCounts {
+                name: "gone".into(),
+                skipped: [9, 9],
+                floor: 20,
+            },
+        ]))
+        .expect("skipped");
+    drop(store);
+    let mut store = b.store();
+    let counted = &store.load_schedules().expect("load")[0];
+    assert_eq!((counted.skipped, counted.updated_at), ([3, 1], 20));
+    // The floor never moves back.
+    store
+        .write_schedule(&ScheduleWrite::Skipped(vec![SkippedCounts {
+            name: "nightly".into(),
+            skipped: [4, 1],
+            floor: 10,
+        }]))
+        .expect("skipped");
+    assert_eq!(store.load_schedules().expect("load")[0].updated_at, 20);
     store
         .write_schedule(&ScheduleWrite::Delete("nightly".into()))
         .expect("delete");

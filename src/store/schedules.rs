@@ -19,8 +19,10 @@ const UPSERT: &str = "INSERT INTO schedules (name, definition, last_slot, update
 const DELETE: &str = "DELETE FROM schedules WHERE name = ?1";
 const PROGRESS: &str = "UPDATE schedules SET last_slot = max(coalesce(last_slot, ?2), ?2),
     fired = fired + ?3 WHERE name = ?1";
-const LOAD: &str =
-    "SELECT name, definition, last_slot, updated_at, fired FROM schedules ORDER BY name";
+const SKIPPED: &str = "UPDATE schedules SET skipped_overlap = ?2, skipped_catchup = ?3, \
+    updated_at = max(updated_at, ?4) WHERE name = ?1";
+const LOAD: &str = "SELECT name, definition, last_slot, updated_at, fired, skipped_overlap, \
+    skipped_catchup FROM schedules ORDER BY name";
 
 /// What the rows of one batch fired of one schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,9 +61,14 @@ pub(crate) fn schedule_progress<'a>(
     progress
 }
 
-/// A fired count as the column stores it (saturating: never negative).
-pub(crate) fn fired_column(fired: u64) -> i64 {
-    i64::try_from(fired).unwrap_or(i64::MAX)
+/// A count as its column stores it (saturating: never negative).
+pub(crate) fn count_column(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// A count read back from its column.
+pub(crate) fn count_of(column: i64) -> u64 {
+    column.max(0) as u64
 }
 
 /// A definition as stored.
@@ -108,7 +115,8 @@ impl JobStore {
     pub fn write_schedule(&mut self, write: &ScheduleWrite) -> Result<(), StoreError> {
         let staged = !self.conn.is_autocommit();
         let mut result = self.write_schedule_row(write);
-        if result.is_ok() && staged {
+        // Open: rows were staged, or the write took several statements.
+        if result.is_ok() && !self.conn.is_autocommit() {
             result = self.conn.execute_batch("COMMIT").map_err(|e| self.error(e));
         }
         match &result {
@@ -136,7 +144,7 @@ impl JobStore {
                             definition,
                             stored.last_slot,
                             stored.updated_at,
-                            fired_column(stored.fired)
+                            count_column(stored.fired)
                         ],
                     )
                     .map_err(|e| self.error(e))?;
@@ -145,6 +153,23 @@ impl JobStore {
                 self.conn
                     .execute(DELETE, params![name])
                     .map_err(|e| self.error(e))?;
+            }
+            ScheduleWrite::Skipped(counts) => {
+                if self.conn.is_autocommit() {
+                    self.conn
+                        .execute_batch("BEGIN")
+                        .map_err(|e| self.error(e))?;
+                }
+                let mut update = self
+                    .conn
+                    .prepare_cached(SKIPPED)
+                    .map_err(|e| self.error(e))?;
+                for c in counts {
+                    let [overlap, catchup] = c.skipped.map(count_column);
+                    update
+                        .execute(params![c.name, overlap, catchup, c.floor])
+                        .map_err(|e| StoreError::sqlite(&self.path, e.to_string()))?;
+                }
             }
         }
         Ok(())
@@ -160,13 +185,17 @@ impl JobStore {
                     r.get::<_, Vec<u8>>(1)?,
                     r.get::<_, Option<i64>>(2)?,
                     r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
+                    [
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, i64>(6)?,
+                    ],
                 ))
             })
             .map_err(|e| self.error(e))?;
         let mut stored = Vec::new();
         for row in rows {
-            let (name, definition, last_slot, updated_at, fired) =
+            let (name, definition, last_slot, updated_at, [fired, overlap, catchup]) =
                 row.map_err(|e| self.error(e))?;
             let spec =
                 decode_spec(&name, &definition).map_err(|e| StoreError::sqlite(&self.path, e))?;
@@ -174,7 +203,8 @@ impl JobStore {
                 spec,
                 last_slot,
                 updated_at,
-                fired: fired.max(0) as u64,
+                fired: count_of(fired),
+                skipped: [count_of(overlap), count_of(catchup)],
             });
         }
         Ok(stored)

@@ -118,11 +118,14 @@ CREATE TABLE schedules (
 ) WITHOUT ROWID;
 ";
 
-/// A schedule's fired count, moved with the jobs that fire it (see
-/// `store::schedules`), so it survives restarts. Schedules stored before
-/// count from 0.
+/// A schedule's counts, so they survive restarts: slots fired (moved
+/// with the jobs that fire them, see `store::schedules`) and slots skipped
+/// by reason (written after the pass that skipped them). Schedules stored
+/// before count from 0.
 const V6_TO_V7: &str = "
 ALTER TABLE schedules ADD COLUMN fired INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE schedules ADD COLUMN skipped_overlap INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE schedules ADD COLUMN skipped_catchup INTEGER NOT NULL DEFAULT 0;
 ";
 
 /// Version 7 → 8: every filter a history page offers is served by an

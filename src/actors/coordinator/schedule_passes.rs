@@ -60,6 +60,9 @@ impl Coordinator {
     pub(super) fn finish_schedule_step(&mut self, more: bool, now: Now, ctx: &mut Context<Self>) {
         self.passes.after_commit |= more;
         self.finish(None, ctx);
+        if let Some(write) = self.state.take_skipped_counts() {
+            self.store_skipped_counts(write, ctx);
+        }
         self.schedule_pass_if_settled(ctx);
         self.arm_slot_timer(now, ctx);
     }

@@ -11,7 +11,7 @@ use crate::protocol::{ClientRequest, ClientResponse, ScheduleRefusal, MAX_LIST_S
 use crate::scheduler::schedule::{ScheduleRefused, ScheduleWrite};
 use crate::store::StoreError;
 use actix::{ActorFutureExt, AsyncContext, Context, MailboxError, Recipient, WrapFuture};
-use slog::error;
+use slog::{error, warn};
 
 /// What a schedule request needs done.
 pub(super) enum ScheduleStep {
@@ -120,6 +120,24 @@ impl Coordinator {
         let more = schedules.len() > MAX_LIST_SCHEDULES;
         schedules.truncate(MAX_LIST_SCHEDULES);
         ClientResponse::Schedules { schedules, more }
+    }
+
+    /// Stores the skipped counts a step moved, in the background: they
+    /// are counters for people, not state anything waits for, so a
+    /// failure is logged and the next skip writes them again.
+    pub(super) fn store_skipped_counts(&mut self, write: ScheduleWrite, ctx: &mut Context<Self>) {
+        let Some(link) = self.schedule_writes.clone() else {
+            return;
+        };
+        let sent = link.send(WriteSchedule { write });
+        ctx.spawn(sent.into_actor(self).map(|stored, act, _| {
+            let failure = match stored {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => e.to_string(),
+            };
+            warn!(act.log, "schedules' skipped counts not stored"; "error" => failure);
+        }));
     }
 
     fn store_schedule(

@@ -24,13 +24,28 @@ pub struct StoredSchedule {
     pub last_slot: Option<i64>,
     pub updated_at: i64,
     pub fired: u64,
+    /// Slots skipped, by reason (`SkipReason` as index).
+    pub skipped: [u64; 2],
 }
 
-/// A change to store: a schedule written, or deleted.
+/// A change to store: a schedule written, or deleted, or the skipped
+/// counts of some schedules (after a pass skipped slots).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ScheduleWrite {
     Put(Box<StoredSchedule>),
     Delete(String),
+    Skipped(Vec<SkippedCounts>),
+}
+
+/// A schedule's skipped counts to store, with the floor they moved it to
+/// (slots at or before it were decided: a restart does not skip them, and
+/// count them, again). A stored floor only ever moves forward.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkippedCounts {
+    pub name: String,
+    /// By reason (`SkipReason` as index).
+    pub skipped: [u64; 2],
+    pub floor: i64,
 }
 
 impl CoordinatorState {
@@ -117,6 +132,29 @@ impl CoordinatorState {
         Ok(self.stored(name))
     }
 
+    /// The skipped counts of the schedules whose counts moved since the
+    /// last call, to store (at most one entry per schedule).
+    pub fn take_skipped_counts(&mut self) -> Option<ScheduleWrite> {
+        let names = self.schedules.take_skips_changed();
+        let counts: Vec<SkippedCounts> = names
+            .into_iter()
+            .filter_map(|name| {
+                let entry = self.schedules.get(&name)?;
+                // A slot held by `buffer-one` is not decided yet.
+                let floor = match entry.buffered {
+                    Some(slot) => entry.after.min(slot - 1),
+                    None => entry.after,
+                };
+                Some(SkippedCounts {
+                    skipped: entry.skipped,
+                    floor,
+                    name,
+                })
+            })
+            .collect();
+        (!counts.is_empty()).then_some(ScheduleWrite::Skipped(counts))
+    }
+
     /// Removes a schedule; jobs it fired are left alone.
     pub fn delete_schedule(&mut self, name: &str) -> Result<ScheduleWrite, ScheduleRefused> {
         self.schedules
@@ -179,6 +217,7 @@ impl CoordinatorState {
                 last_slot: entry.recent_runs().find_map(|(slot, _)| slot),
                 updated_at: entry.after,
                 fired: entry.fired,
+                skipped: entry.skipped,
             })),
             None => ScheduleWrite::Delete(name.to_string()),
         }
@@ -209,6 +248,7 @@ impl CoordinatorState {
             let name = record.spec.name.clone();
             let mut entry = Entry::new(record.spec, cadence, after);
             entry.fired = record.fired;
+            entry.skipped = record.skipped;
             for (slot, job) in runs.remove(&name).unwrap_or_default() {
                 entry.record_run(slot, job);
             }

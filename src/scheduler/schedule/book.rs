@@ -156,6 +156,9 @@ pub struct ScheduleBook {
     due: BTreeSet<(i64, String)>,
     /// Schedules holding a `buffer-one` slot.
     buffered: BTreeSet<String>,
+    /// Schedules whose skipped counts moved since they were last stored
+    /// (bounded by the schedules there are).
+    skips_changed: BTreeSet<String>,
     max: usize,
     /// Fire time minus nominal slot, for `taskyard_schedule_lag_seconds`.
     pub lag: Histogram,
@@ -176,6 +179,7 @@ impl ScheduleBook {
             entries: HashMap::default(),
             due: BTreeSet::new(),
             buffered: BTreeSet::new(),
+            skips_changed: BTreeSet::new(),
             max,
             lag: Histogram::new(&LAG_BUCKETS),
         }
@@ -221,6 +225,18 @@ impl ScheduleBook {
             entry.skipped = old.skipped;
         }
         self.insert(entry);
+    }
+
+    /// `name` skipped a slot: its counts are to be stored.
+    pub fn note_skipped(&mut self, name: &str) {
+        if !self.skips_changed.contains(name) {
+            self.skips_changed.insert(name.to_string());
+        }
+    }
+
+    /// The schedules whose skipped counts moved since the last call.
+    pub fn take_skips_changed(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.skips_changed)
     }
 
     pub fn remove(&mut self, name: &str) -> Option<Entry> {

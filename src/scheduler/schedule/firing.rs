@@ -125,6 +125,7 @@ impl CoordinatorState {
         warn!(self.log, "schedule slots missed outside the catch-up window skipped";
               "schedule" => &entry.spec.name, "slots" => skipped);
         entry.skipped[SkipReason::CatchupWindow as usize] += skipped;
+        self.schedules.note_skipped(&entry.spec.name);
         entry.after = entry.after.max(floor);
         entry.plan();
     }
@@ -138,11 +139,13 @@ impl CoordinatorState {
             (_, None) | (Overlap::Allow, _) => self.fire_slot(entry, slot, now, memo),
             (Overlap::Skip, Some(_)) => {
                 entry.skipped[SkipReason::Overlap as usize] += 1;
+                self.schedules.note_skipped(&entry.spec.name);
                 true
             }
             (Overlap::BufferOne, Some(_)) => {
                 if entry.buffered.replace(slot).is_some() {
                     entry.skipped[SkipReason::Overlap as usize] += 1;
+                    self.schedules.note_skipped(&entry.spec.name);
                 }
                 true
             }

@@ -19,7 +19,7 @@ pub use book::{Entry, ScheduleBook, ScheduleRefused, SkipReason};
 pub mod admin;
 pub mod firing;
 pub mod pass_memo;
-pub use admin::{ScheduleWrite, StoredSchedule};
+pub use admin::{ScheduleWrite, SkippedCounts, StoredSchedule};
 
 /// Default of `max-schedules`.
 pub const DEFAULT_MAX_SCHEDULES: usize = 10_000;

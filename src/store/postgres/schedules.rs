@@ -5,7 +5,9 @@
 use super::PostgresStore;
 use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};
 use crate::scheduler::JobRow;
-use crate::store::schedules::{decode_spec, encode_spec, fired_column, schedule_progress};
+use crate::store::schedules::{
+    count_column, count_of, decode_spec, encode_spec, schedule_progress,
+};
 use crate::store::StoreError;
 use postgres::Client;
 
@@ -18,8 +20,10 @@ const UPSERT: &str =
 const DELETE: &str = "DELETE FROM taskyard.schedules WHERE name = $1";
 const PROGRESS: &str = "UPDATE taskyard.schedules SET last_slot = GREATEST(last_slot, $2),
     fired = fired + $3 WHERE name = $1";
-const LOAD: &str =
-    "SELECT name, definition, last_slot, updated_at, fired FROM taskyard.schedules ORDER BY name";
+const SKIPPED: &str = "UPDATE taskyard.schedules SET skipped_overlap = $2, skipped_catchup = $3, \
+    updated_at = GREATEST(updated_at, $4) WHERE name = $1";
+const LOAD: &str = "SELECT name, definition, last_slot, updated_at, fired, skipped_overlap, \
+    skipped_catchup FROM taskyard.schedules ORDER BY name";
 
 /// Records the slots fired by `inserted` (rows that give their job its
 /// first stored row), in the open transaction.
@@ -61,11 +65,17 @@ impl PostgresStore {
                         &definition,
                         &stored.last_slot,
                         &stored.updated_at,
-                        &fired_column(stored.fired),
+                        &count_column(stored.fired),
                     ],
                 )
             }
             ScheduleWrite::Delete(name) => client.execute(DELETE, &[name]),
+            ScheduleWrite::Skipped(counts) => counts.iter().try_fold(0, |n, c| {
+                let [overlap, catchup] = c.skipped.map(count_column);
+                let row: [&(dyn postgres::types::ToSql + Sync); 4] =
+                    [&c.name, &overlap, &catchup, &c.floor];
+                client.execute(SKIPPED, &row).map(|m| n + m)
+            }),
         };
         written.map_err(|e| self.driver(&e))?;
         let committed = self.conn()?.client.batch_execute("COMMIT");
@@ -89,7 +99,8 @@ impl PostgresStore {
                 spec,
                 last_slot: row.get(2),
                 updated_at: row.get(3),
-                fired: row.get::<_, i64>(4).max(0) as u64,
+                fired: count_of(row.get(4)),
+                skipped: [count_of(row.get(5)), count_of(row.get(6))],
             });
         }
         Ok(stored)

@@ -112,9 +112,11 @@ CREATE TABLE taskyard.schedules (
 );
 ";
 
-/// A schedule's fired count: as SQLite's version 7.
+/// A schedule's fired and skipped counts: as SQLite's version 7.
 const V4: &str = "
 ALTER TABLE taskyard.schedules ADD COLUMN fired bigint NOT NULL DEFAULT 0;
+ALTER TABLE taskyard.schedules ADD COLUMN skipped_overlap bigint NOT NULL DEFAULT 0;
+ALTER TABLE taskyard.schedules ADD COLUMN skipped_catchup bigint NOT NULL DEFAULT 0;
 ";
 
 /// History pages served by an index for every filter: as SQLite's
