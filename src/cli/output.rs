@@ -786,10 +786,15 @@ mod tests {
             result_omitted: true,
             result_bytes: Some(900_000),
             history_omitted: 2,
+            key_omitted: true,
             ..job()
         };
         let id = view.job_id;
         let text = job_details(&view);
+        assert!(
+            text.contains("key        (not shown: the view is limited to one frame)\n"),
+            "{text}"
+        );
         let payload =
             format!("payload    250011 bytes (not shown: `taskyard payload {id}` prints it)");
         let result =
