@@ -192,7 +192,7 @@ fn waiting_level(state: JobState, priority: Priority, effective_level: u8) -> u8
     }
 }
 
-/// Which schedule fired a job: `nightly, slot 2026-12-05T02:00:00.000Z`, or
+/// Which schedule fired a job: `nightly, slot 2026-12-05T02:00:00Z`, or
 /// `nightly, triggered by hand` for a manual trigger (no slot).
 fn schedule_text(schedule: &str, slot: Option<i64>) -> String {
     match slot {
@@ -634,7 +634,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("schedule   nightly, slot 2026-12-05T02:00:00.000Z\n"),
+            text.contains("schedule   nightly, slot 2026-12-05T02:00:00Z\n"),
             "{text}"
         );
         let value = job_json(&view);
