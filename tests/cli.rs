@@ -238,6 +238,57 @@ fn list_shows_the_base_priority_and_the_aged_effective_level() {
     assert_eq!(row[3..5], ["low", "high"], "{table}");
 }
 
+/// Aging raises a job's level while it waits in its queue only: once it
+/// has run, `status`, `list` and the HTTP API show its base priority.
+#[test]
+fn a_job_that_aged_while_queued_shows_its_base_priority_once_finished() {
+    let mut cluster = Cluster::start_configured(|c| c.aging_step_millis = 200);
+    let addr = cluster.client_addr();
+    let low = [
+        "submit",
+        "echo",
+        "--payload",
+        r#"{"message":"hi"}"#,
+        "--priority",
+        "low",
+    ];
+    let id = stdout(&taskyard(&addr, &low)).trim().to_string();
+    let mut text = String::new();
+    wait_until(
+        "the LOW job, queued with no worker, aged two steps",
+        Duration::from_secs(10),
+        || {
+            text = stdout(&taskyard(&addr, &["status", &id]));
+            text.contains("priority   low (aged to high while queued)\n")
+        },
+    );
+
+    cluster.add_worker("worker-0", 1);
+    let waited = taskyard(&addr, &["wait", &id]);
+    assert_eq!(waited.status.code(), Some(0), "{waited:?}");
+    let text = stdout(&taskyard(&addr, &["status", &id]));
+    assert!(text.contains("state      SUCCEEDED\n"), "{text}");
+    assert!(text.contains("priority   low\n"), "{text}");
+    assert!(!text.contains("aged") && !text.contains("high"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&taskyard(&addr, &["status", &id, "--json"]).stdout).expect("json");
+    assert_eq!(
+        (&json["priority"], &json["effective_level"]),
+        (&serde_json::json!("low"), &serde_json::json!(0)),
+        "{json}"
+    );
+    let http = cluster.http().get(&format!("/api/jobs/{id}")).json();
+    assert_eq!(http["effective_level"], 0, "{http}");
+    let table = stdout(&taskyard(&addr, &["list"]));
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[3..5], ["low", "low"], "{table}");
+}
+
 #[test]
 fn the_cli_pointed_at_the_http_port_says_so_and_exits_2() {
     let cluster = Cluster::start(0, 1);

@@ -340,7 +340,7 @@ async fn workers_and_queues(page: &Client, http: &Http, long: &str) {
 
 /// A schedule made with the client library is listed; Pause marks it
 /// paused with no next run, and Run now fires its job, shown as its last
-/// run.
+/// run; that job's detail names the schedule and links back to its row.
 async fn schedules_paused_and_run_now(page: &Client, cluster: &Cluster) {
     let spec = taskyard::protocol::ScheduleSpec {
         cron: Some("0 3 * * *".into()),
@@ -384,6 +384,31 @@ async fn schedules_paused_and_run_now(page: &Client, cluster: &Cluster) {
     })
     .await;
     screenshot(page, "dashboard-schedules").await;
+    job_detail_links_to_its_schedule(page, row).await;
+}
+
+/// The last run's job opens from the schedule's row; its detail shows the
+/// schedule and key, and the schedule's link marks its row.
+async fn job_detail_links_to_its_schedule(page: &Client, row: &str) {
+    click(page, &format!("{row} a.job-link")).await;
+    eventually("the triggered job's detail names its schedule", || async {
+        let fields = texts(page, "#detail-fields").await.join("\n");
+        (fields.contains("nightly, triggered by hand")
+            && fields.contains("schedule:nightly:trigger:"))
+        .then_some(())
+    })
+    .await;
+    screenshot(page, "dashboard-detail-schedule").await;
+    click(page, "#detail-fields a.schedule-link").await;
+    eventually(
+        "the Schedules page with the schedule's row marked",
+        || async {
+            let marked = attributes(page, "#schedules tbody tr.open", "data-schedule").await;
+            let closed = attributes(page, "#detail[hidden]", "id").await.len() == 1;
+            (marked == ["nightly"] && closed).then_some(())
+        },
+    )
+    .await;
 }
 
 /// A link with an id prefix opens the job; cancelling it from there works.

@@ -120,6 +120,10 @@ fn job_view() -> JobView {
         result_bytes: None,
         result_omitted: false,
         history_omitted: 0,
+        idempotency_key: Some("schedule:resize-nightly:2025-12-04T00:00:00Z".into()),
+        schedule: Some("resize-nightly".into()),
+        schedule_slot: Some(AT),
+        key_omitted: false,
     }
 }
 

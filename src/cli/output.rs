@@ -104,20 +104,33 @@ pub fn payload_json(job_id: JobId, payload: &[u8]) -> Value {
 }
 
 /// `status` output: one `label  value` line per field; absent optional
-/// fields (result, error, next retry) are left out.
+/// fields (key, schedule, result, error, next retry) are left out.
 pub fn job_details(job: &JobView) -> String {
     let mut lines = vec![
         ("job", job.job_id.to_string()),
         ("type", job.task_type.clone()),
         ("state", job.state.to_string()),
-        ("priority", job.priority.to_string()),
+        ("priority", priority_text(job)),
+    ];
+    if let Some(key) = &job.idempotency_key {
+        lines.push(("key", key.clone()));
+    } else if job.key_omitted {
+        lines.push((
+            "key",
+            "(not shown: the view is limited to one frame)".into(),
+        ));
+    }
+    if let Some(schedule) = &job.schedule {
+        lines.push(("schedule", schedule_text(schedule, job.schedule_slot)));
+    }
+    lines.extend([
         ("attempts", format!("{}/{}", job.attempts, job.max_attempts)),
         ("worker", or_dash(job.worker_id.as_ref())),
         ("lease", or_dash(job.lease.as_ref())),
         ("submitted", format_millis(job.submitted_at)),
         ("updated", format_millis(job.updated_at)),
         ("payload", payload_line(job)),
-    ];
+    ]);
     if let Some(result) = &job.result {
         lines.push(("result", result_preview(result)));
     } else if let Some(size) = job.result_bytes.filter(|_| job.result_omitted) {
@@ -151,6 +164,41 @@ pub fn job_details(job: &JobView) -> String {
     }
     out.truncate(out.trim_end().len());
     out
+}
+
+/// The base priority, and the level aging has raised it to while the job
+/// waits in its queue (`low (aged to normal while queued)`). A job that runs,
+/// waits for a retry or has finished reads as its base priority only,
+/// whatever level it waited at.
+fn priority_text(job: &JobView) -> String {
+    match waiting_level(job.state, job.priority, job.effective_level) {
+        level if level > job.priority.level() => format!(
+            "{} (aged to {} while queued)",
+            job.priority,
+            level_name(level)
+        ),
+        _ => job.priority.to_string(),
+    }
+}
+
+/// The level a job is shown at: `effective_level` while it is QUEUED (the
+/// only state aging acts in), its base level in any other. A coordinator
+/// already sends it so; this keeps an older one's raised level of a
+/// finished job off the screen.
+fn waiting_level(state: JobState, priority: Priority, effective_level: u8) -> u8 {
+    match state {
+        JobState::Queued => effective_level,
+        _ => priority.level(),
+    }
+}
+
+/// Which schedule fired a job: `nightly, slot 2026-12-05T02:00:00Z`, or
+/// `nightly, triggered by hand` for a manual trigger (no slot).
+fn schedule_text(schedule: &str, slot: Option<i64>) -> String {
+    match slot {
+        Some(slot) => format!("{schedule}, slot {}", format_millis(slot)),
+        None => format!("{schedule}, triggered by hand"),
+    }
 }
 
 /// The attempt history under `status`: one row per attempt.
@@ -237,7 +285,7 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
                     None => j.state.to_string(),
                 },
                 j.priority.to_string(),
-                level_name(j.effective_level),
+                level_name(waiting_level(j.state, j.priority, j.effective_level)),
                 format!("{}/{}", j.attempts, j.max_attempts),
                 format_millis(j.updated_at),
                 j.error.as_deref().map_or_else(|| "-".into(), short),
@@ -443,6 +491,10 @@ mod tests {
             result_bytes: Some(2),
             result_omitted: false,
             history_omitted: 0,
+            idempotency_key: None,
+            schedule: None,
+            schedule_slot: None,
+            key_omitted: false,
         }
     }
 
@@ -460,7 +512,11 @@ mod tests {
         assert_eq!(value["lease"], Value::Null);
         assert_eq!(value["updated_at"], json!(1_700_000_000_123_i64));
         assert_eq!(value["effective_level"], json!(2));
-        assert_eq!(value.as_object().map(|o| o.len()), Some(28));
+        assert_eq!(value["idempotency_key"], Value::Null);
+        assert_eq!(value["schedule"], Value::Null);
+        assert_eq!(value["schedule_slot"], Value::Null);
+        assert_eq!(value["key_omitted"], json!(false));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(32));
     }
 
     #[test]
@@ -500,6 +556,7 @@ mod tests {
     #[test]
     fn list_shows_base_priority_and_effective_level() {
         let aged = JobView {
+            state: JobState::Queued,
             priority: Priority::Low,
             effective_level: 1,
             ..job()
@@ -514,6 +571,101 @@ mod tests {
             .collect();
         assert!(header.contains("PRIORITY  EFFECTIVE  ATTEMPTS"), "{text}");
         assert_eq!(row[3..5], ["low", "normal"], "{text}");
+    }
+
+    /// A LOW job that waited two aging steps, then ran and finished (as an
+    /// older coordinator reported it: raised level and all).
+    fn finished_after_aging() -> JobView {
+        JobView {
+            state: JobState::Succeeded,
+            priority: Priority::Low,
+            effective_level: 2,
+            ..job()
+        }
+    }
+
+    #[test]
+    fn a_finished_job_that_aged_reads_as_its_base_priority() {
+        let view = finished_after_aging();
+        let text = job_details(&view);
+        assert!(text.contains("priority   low\n"), "{text}");
+        assert!(!text.contains("aged") && !text.contains("high"), "{text}");
+        let table = jobs_table(&[JobSummary::of(&view)]);
+        let row: Vec<&str> = table
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(row[3..5], ["low", "low"], "{table}");
+        for state in [JobState::Running, JobState::RetryWait, JobState::Failed] {
+            let text = job_details(&JobView {
+                state,
+                ..finished_after_aging()
+            });
+            assert!(text.contains("priority   low\n"), "{state}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_queued_job_that_aged_says_so() {
+        let view = JobView {
+            state: JobState::Queued,
+            ..finished_after_aging()
+        };
+        let text = job_details(&view);
+        assert!(
+            text.contains("priority   low (aged to high while queued)\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_scheduled_job_names_its_key_schedule_and_slot() {
+        let view = JobView {
+            idempotency_key: Some("schedule:nightly:2026-12-05T02:00:00Z".into()),
+            schedule: Some("nightly".into()),
+            schedule_slot: Some(1_796_436_000_000),
+            ..job()
+        };
+        let text = job_details(&view);
+        assert!(
+            text.contains("key        schedule:nightly:2026-12-05T02:00:00Z\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("schedule   nightly, slot 2026-12-05T02:00:00Z\n"),
+            "{text}"
+        );
+        let value = job_json(&view);
+        assert_eq!(value["schedule"], json!("nightly"));
+        assert_eq!(value["schedule_slot"], json!(1_796_436_000_000_i64));
+        assert_eq!(
+            value["idempotency_key"],
+            json!("schedule:nightly:2026-12-05T02:00:00Z")
+        );
+    }
+
+    #[test]
+    fn a_triggered_job_names_its_schedule_and_a_plain_key_only_itself() {
+        let triggered = JobView {
+            idempotency_key: Some("schedule:nightly:trigger:2026-12-05T09:30:00.123Z".into()),
+            schedule: Some("nightly".into()),
+            ..job()
+        };
+        let text = job_details(&triggered);
+        assert!(
+            text.contains("schedule   nightly, triggered by hand\n"),
+            "{text}"
+        );
+        let keyed = JobView {
+            idempotency_key: Some("order-42".into()),
+            ..job()
+        };
+        let text = job_details(&keyed);
+        assert!(text.contains("key        order-42\n"), "{text}");
+        assert!(!text.contains("schedule"), "{text}");
+        assert!(!job_details(&job()).contains("key "), "no key, no line");
     }
 
     #[test]
@@ -634,10 +786,15 @@ mod tests {
             result_omitted: true,
             result_bytes: Some(900_000),
             history_omitted: 2,
+            key_omitted: true,
             ..job()
         };
         let id = view.job_id;
         let text = job_details(&view);
+        assert!(
+            text.contains("key        (not shown: the view is limited to one frame)\n"),
+            "{text}"
+        );
         let payload =
             format!("payload    250011 bytes (not shown: `taskyard payload {id}` prints it)");
         let result =

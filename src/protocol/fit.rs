@@ -6,8 +6,10 @@
 //!
 //! - a job view (`Job`) leaves out its payload, or its result if only
 //!   the payload fits, or both, then its oldest attempts, then shortens
-//!   its error, until it fits; the flags and
-//!   sizes in `JobView` say what is missing, and `ReadChunk` reads it;
+//!   its error, then (in the smallest frames only) leaves out its
+//!   idempotency key and schedule, until it fits; the flags and
+//!   sizes in `JobView` say what is missing, and `ReadChunk` reads
+//!   payload and result;
 //! - a page of summaries (`Jobs`) keeps the jobs that fit, in order, and
 //!   sets `next` to resume after the last one kept;
 //! - anything else that still does not fit becomes `AnswerTooLarge`.
@@ -160,6 +162,15 @@ fn fit_view(mut view: JobView, budget: usize) -> Result<JobView, usize> {
         }
         size = encoded_len(&view);
     }
+    if size > budget && view.idempotency_key.is_some() {
+        // Last of all: where the job came from (a 256-byte key does not fit
+        // a 1 KiB frame beside every other field at its longest).
+        view.idempotency_key = None;
+        view.schedule = None;
+        view.schedule_slot = None;
+        view.key_omitted = true;
+        size = encoded_len(&view);
+    }
     if size <= budget {
         Ok(view)
     } else {
@@ -167,14 +178,18 @@ fn fit_view(mut view: JobView, budget: usize) -> Result<JobView, usize> {
     }
 }
 
+/// The most a page's `next` cursor takes encoded: its text is at most
+/// 20 + 1 + 20 + 1 + 36 characters (`SEQUENCE.SUBMITTED.JOB_ID`).
+const MAX_CURSOR_BYTES: usize = 96;
+
 /// The longest prefix of the page within `budget`, with `next` after it.
 fn fit_list(mut list: JobList, budget: usize) -> Result<JobList, usize> {
     let mut size = encoded_len(&list);
     if size <= budget {
         return Ok(list);
     }
-    // Room for the cursor that will be set (about 60 bytes of text).
-    let cursor_room = 96;
+    // Room for the cursor that will be set, beyond the one already counted.
+    let cursor_room = MAX_CURSOR_BYTES.saturating_sub(encoded_len(&list.next));
     let mut keep = list.jobs.len();
     while keep > 0 && size.saturating_add(cursor_room) > budget {
         keep -= 1;
@@ -256,6 +271,10 @@ mod tests {
             result_bytes: result.map(|n| n as u64),
             result_omitted: false,
             history_omitted: 0,
+            idempotency_key: Some("k".repeat(256)),
+            schedule: Some("s".repeat(64)),
+            schedule_slot: Some(i64::MIN),
+            key_omitted: false,
         }
     }
 
@@ -324,6 +343,8 @@ mod tests {
             let fitted = fitted_view(answer.clone());
             assert!(frame_len(answer) <= max, "{max}");
             assert!(fitted.payload_omitted && fitted.result_omitted, "{max}");
+            assert_eq!(fitted.key_omitted, max == MIN_FRAME, "{max}");
+            assert_eq!(fitted.idempotency_key.is_some(), max > MIN_FRAME, "{max}");
             assert_eq!(fitted.history_omitted as usize + fitted.history.len(), 100);
             if let Some(last) = fitted.history.last() {
                 assert_eq!(last.number, 100, "the newest attempt is kept");

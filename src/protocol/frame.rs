@@ -254,6 +254,10 @@ mod tests {
             result_bytes: Some(4),
             result_omitted: true,
             history_omitted: 1,
+            idempotency_key: Some("schedule:nightly:2026-12-05T02:00:00Z".into()),
+            schedule: Some("nightly".into()),
+            schedule_slot: Some(1_764_900_000_000),
+            key_omitted: false,
         }
     }
 

@@ -57,6 +57,13 @@ pub struct JobJson {
     pub result_omitted: bool,
     pub history: Vec<Attempt>,
     pub history_omitted: u32,
+    /// As `JobView`: the submission's key, and the schedule and slot it
+    /// names (a manual trigger's job: `schedule` with `schedule_slot` null).
+    pub idempotency_key: Option<String>,
+    pub schedule: Option<String>,
+    pub schedule_slot: Option<i64>,
+    /// As `JobView` (always false over HTTP).
+    pub key_omitted: bool,
 }
 
 impl JobJson {
@@ -101,6 +108,10 @@ impl JobJson {
             result_omitted: job.result_omitted,
             history: job.history.clone(),
             history_omitted: job.history_omitted,
+            idempotency_key: job.idempotency_key.clone(),
+            schedule: job.schedule.clone(),
+            schedule_slot: job.schedule_slot,
+            key_omitted: job.key_omitted,
         }
     }
 

@@ -29,7 +29,10 @@ pub const SUMMARY_ERROR_BYTES: usize = 128;
 /// One job as `List` shows it: everything the `list` table needs, the
 /// sizes of payload and result instead of their bytes, no attempt history,
 /// and the last error cut to `SUMMARY_ERROR_BYTES`. Its size is bounded
-/// whatever the job holds (task type and worker id are at most 64 bytes).
+/// whatever the job holds (task type, worker id and schedule name are at
+/// most 64 bytes): it names the schedule and slot of a scheduled job but
+/// not the idempotency key (up to 256 bytes, in `status`), so that a page
+/// of one summary fits the smallest frame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobSummary {
     pub job_id: JobId,
@@ -55,6 +58,12 @@ pub struct JobSummary {
     pub payload_bytes: u64,
     /// `None` while the job has no result.
     pub result_bytes: Option<u64>,
+    /// As `JobView::schedule`.
+    #[serde(default)]
+    pub schedule: Option<String>,
+    /// As `JobView::schedule_slot`.
+    #[serde(default)]
+    pub schedule_slot: Option<i64>,
 }
 
 impl JobSummary {
@@ -79,6 +88,8 @@ impl JobSummary {
             progress_percent: view.progress.as_ref().map(|p| p.percent),
             payload_bytes: view.payload_bytes,
             result_bytes: view.result_bytes,
+            schedule: view.schedule.clone(),
+            schedule_slot: view.schedule_slot,
         }
     }
 
@@ -123,8 +134,10 @@ pub struct JobView {
     pub payload: Vec<u8>,
     pub state: JobState,
     pub priority: Priority,
-    /// The level the job is scheduled at when the view is taken: its base
-    /// priority raised by aging (LOW 0, NORMAL 1, HIGH 2).
+    /// The level the job is scheduled at when the view is taken (LOW 0,
+    /// NORMAL 1, HIGH 2): its base priority, raised by aging only while the
+    /// job is QUEUED and ready (the one place aging acts); in any other
+    /// state its base level.
     #[serde(default)]
     pub effective_level: u8,
     pub sequence: u64,
@@ -167,6 +180,29 @@ pub struct JobView {
     /// How many of the oldest attempts `history` leaves out to fit the frame.
     #[serde(default)]
     pub history_omitted: u32,
+    /// The key the job was submitted with, if any. This and the next two
+    /// are left out of the frame when `None`, and left out altogether
+    /// (`key_omitted`) when nothing else is left to cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The schedule that submitted the job, read off its idempotency key
+    /// (`schedule:NAME:SLOT` for a slot, `schedule:NAME:trigger:TIME` for
+    /// a manual trigger); `None` for any other job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The slot (unix milliseconds) whose job this is; `None` for a manual
+    /// trigger (`schedule` set) and for a job no schedule submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_slot: Option<i64>,
+    /// True when the key, schedule and slot were left out because the view
+    /// would not fit a frame with them (only the smallest frames, with every
+    /// other field at its longest); absent from the frame when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub key_omitted: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// Which of a job's byte fields a `ReadChunk` reads.

@@ -6,6 +6,7 @@ use crate::protocol::{
     JobView, LeaseId, Priority, WorkerId,
 };
 use crate::scheduler::queues::effective_level;
+use crate::scheduler::schedule::keys::KeyOrigin;
 use std::sync::Arc;
 
 /// One job as the coordinator holds it in memory, and as
@@ -86,16 +87,37 @@ impl Job {
         }
     }
 
+    /// The level the job is scheduled at at `now`: raised by aging only
+    /// while it is QUEUED (the ready queues are where aging acts, counted
+    /// from `ready_at` as they count it); a job in any other state, running,
+    /// waiting for a retry or finished, is at its base level.
+    pub fn shown_level(&self, now: i64, aging_step_ms: u64) -> u8 {
+        match self.state {
+            JobState::Queued => effective_level(self.priority, self.ready_at(), now, aging_step_ms),
+            _ => self.priority.level(),
+        }
+    }
+
+    /// The schedule that submitted the job and its slot (none for a manual
+    /// trigger), read off the idempotency key.
+    pub fn origin(&self) -> (Option<String>, Option<i64>) {
+        match self.idempotency_key.as_deref().and_then(KeyOrigin::of) {
+            Some(origin) => (Some(origin.schedule().to_string()), origin.slot_ms()),
+            None => (None, None),
+        }
+    }
+
     /// A read-only view for clients; `no_worker` is filled by the caller,
-    /// `effective_level` is the job's level at `now` under `aging_step_ms`.
+    /// `effective_level` is `shown_level` at `now` under `aging_step_ms`.
     pub fn view(&self, no_worker: bool, now: i64, aging_step_ms: u64) -> JobView {
+        let (schedule, schedule_slot) = self.origin();
         JobView {
             job_id: self.id,
             task_type: self.task_type.clone(),
             payload: self.payload.to_vec(),
             state: self.state,
             priority: self.priority,
-            effective_level: effective_level(self.priority, self.submitted_at, now, aging_step_ms),
+            effective_level: self.shown_level(now, aging_step_ms),
             sequence: self.sequence,
             attempts: self.attempts,
             max_attempts: self.max_attempts,
@@ -116,18 +138,23 @@ impl Job {
             result_bytes: self.result.as_ref().map(|r| r.len() as u64),
             result_omitted: false,
             history_omitted: 0,
+            idempotency_key: self.idempotency_key.clone(),
+            schedule,
+            schedule_slot,
+            key_omitted: false,
         }
     }
 
     /// What `List` shows of the job: `view` without payload, result and
     /// history (so without copying them), the error cut short.
     pub fn summary(&self, no_worker: bool, now: i64, aging_step_ms: u64) -> JobSummary {
+        let (schedule, schedule_slot) = self.origin();
         JobSummary {
             job_id: self.id,
             task_type: self.task_type.clone(),
             state: self.state,
             priority: self.priority,
-            effective_level: effective_level(self.priority, self.submitted_at, now, aging_step_ms),
+            effective_level: self.shown_level(now, aging_step_ms),
             sequence: self.sequence,
             attempts: self.attempts,
             max_attempts: self.max_attempts,
@@ -141,6 +168,8 @@ impl Job {
             progress_percent: self.progress.as_ref().map(|p| p.percent),
             payload_bytes: self.payload.len() as u64,
             result_bytes: self.result.as_ref().map(|r| r.len() as u64),
+            schedule,
+            schedule_slot,
         }
     }
 

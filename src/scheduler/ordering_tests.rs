@@ -131,6 +131,58 @@ fn a_low_job_gains_one_level_per_aging_step_up_to_high() {
     }
 }
 
+#[test]
+fn aging_shows_only_while_the_job_waits_in_its_queue() {
+    let mut s = state();
+    let low = submit(&mut s, "echo", Priority::Low, 0);
+    let level =
+        |s: &CoordinatorState, now| s.status(low, Now::both(now)).map(|v| v.effective_level);
+    let summary_level = |s: &CoordinatorState, now| {
+        let page = s.list_page(None, None, 10, Now::both(now));
+        page.jobs.first().map(|j| j.effective_level)
+    };
+    assert_eq!(level(&s, 2 * AGING_STEP), Some(2), "queued: aged to HIGH");
+    worker(&mut s, "a", 1, &["echo"], 2 * AGING_STEP);
+    let lease = match pass(&mut s, 2 * AGING_STEP)[..] {
+        [(_, job, lease)] if job == low => lease,
+        ref other => panic!("expected the LOW job assigned, got {other:?}"),
+    };
+    assert_eq!(level(&s, 3 * AGING_STEP), Some(0), "running: base level");
+    assert_eq!(summary_level(&s, 3 * AGING_STEP), Some(0));
+    s.task_result(
+        &WorkerId("a".into()),
+        low,
+        lease,
+        TaskOutcome::Succeeded(vec![]),
+        Now::both(3 * AGING_STEP),
+    )
+    .expect("applied");
+    consistent(&s);
+    assert_eq!(level(&s, 10 * AGING_STEP), Some(0), "finished: base level");
+    assert_eq!(summary_level(&s, 10 * AGING_STEP), Some(0));
+}
+
+#[test]
+fn a_delayed_job_ages_from_when_it_became_ready_as_the_queues_count() {
+    let mut s = state();
+    let req = SubmitRequest {
+        priority: Priority::Low,
+        delay_ms: Some(5 * AGING_STEP as u64),
+        ..SubmitRequest::new("echo", encode_json(&json!({ "message": "m" })))
+    };
+    let job = match s.submit(req, Now::both(0)) {
+        SubmitAnswer::Accepted { job_id, .. } => job_id,
+        SubmitAnswer::Rejected(r) => panic!("rejected: {r}"),
+    };
+    let level = |now| s.status(job, Now::both(now)).map(|v| v.effective_level);
+    assert_eq!(level(5 * AGING_STEP), Some(0), "ready only now");
+    assert_eq!(
+        level(6 * AGING_STEP),
+        Some(1),
+        "one step after it became ready"
+    );
+}
+
 /// LOW submitted at 0; NORMAL and HIGH at 900. One worker with room for all
 /// three, scheduled once at `now`: the order the jobs are assigned in.
 fn order_at(now: i64) -> Vec<&'static str> {

@@ -80,6 +80,9 @@ def test_idempotency_delay_cancel_retry_and_not_found(coordinator: Coordinator) 
     with coordinator.client_for() as client:
         first = client.submit("echo", {"message": "x"}, idempotency_key="k-1")
         assert client.submit("echo", {"message": "x"}, idempotency_key="k-1") == first
+        keyed_view = client.status(first)
+        assert keyed_view.idempotency_key == "k-1"
+        assert (keyed_view.schedule, keyed_view.schedule_slot) == (None, None)
         keyed = [Submission("echo", {"message": "y"}, idempotency_key="k-2")]
         assert client.submit_many(keyed) == client.submit_many(keyed)
 

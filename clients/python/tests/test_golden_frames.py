@@ -124,11 +124,14 @@ def test_answers_read_into_views() -> None:
     assert view.state == "RUNNING" and view.payload_value() == {"n": 7}
     assert view.progress is not None and view.progress.percent == 40
     assert view.history[0].outcome == {"kind": "failed", "error": "timed out"}
+    assert view.idempotency_key == "schedule:resize-nightly:2025-12-04T00:00:00Z"
+    assert (view.schedule, view.schedule_slot) == ("resize-nightly", 1_764_806_400_000)
 
     _, response = wire.variant(wire.unpack(golden("response_jobs")))
     _, page = wire.variant(response["response"])
     summary = JobSummary.from_wire(page["jobs"][0])
     assert summary.progress_percent == 40 and page["next"].startswith("41.")
+    assert (summary.schedule, summary.schedule_slot) == ("resize-nightly", 1_764_806_400_000)
 
     _, response = wire.variant(wire.unpack(golden("response_workers")))
     _, workers = wire.variant(response["response"])

@@ -3,7 +3,9 @@
 // cancel and delete through the API. `job=ID` in the URL opens it.
 
 import { api } from "./api.js";
-import { $, copyText, duration, el, patchRows, setText, stateBadge, TERMINAL, when, relative } from "./dom.js";
+import {
+  $, agedTo, copyText, duration, el, patchRows, scheduleHref, setText, stateBadge, TERMINAL, when, relative,
+} from "./dom.js";
 import { confirmAction } from "./confirm.js";
 
 const RESULT_PREVIEW = 4096;
@@ -120,15 +122,20 @@ function renderProgress(job) {
 }
 
 function renderFields(job) {
+  const aged = agedTo(job);
   const fields = [
     ["type", job.task_type],
-    ["priority", job.effective_level != null ? `${job.priority} (level ${job.effective_level} now)` : job.priority],
+    ["priority", aged ? `${job.priority} (aged to ${aged} while queued)` : job.priority],
+  ];
+  if (job.schedule) fields.push(["schedule", { text: scheduleText(job), href: scheduleHref(job.schedule) }]);
+  if (job.idempotency_key) fields.push(["key", job.idempotency_key]);
+  fields.push(
     ["attempts", `${job.attempts} / ${job.max_attempts}`],
     ["timeout", duration(job.timeout_ms) + " per attempt"],
     ["worker", job.worker_id || "—"],
     ["submitted", `${when(job.submitted_at)} (${relative(job.submitted_at)})`],
     ["updated", `${when(job.updated_at)} (${relative(job.updated_at)})`],
-  ];
+  );
   if (job.not_before) fields.push(["runs at", `${when(job.not_before)} (${relative(job.not_before)}) or later`]);
   if (job.next_retry_at) fields.push(["next retry", `${when(job.next_retry_at)} (${relative(job.next_retry_at)})`]);
   if (job.no_worker && !TERMINAL.includes(job.state)) fields.push(["workers", "no connected worker runs this type"]);
@@ -136,7 +143,29 @@ function renderFields(job) {
   const same = dl.children.length === fields.length * 2
     && fields.every(([k], i) => dl.children[i * 2].textContent === k);
   if (!same) dl.replaceChildren(...fields.flatMap(([k]) => [el("dt", {}, k), el("dd")]));
-  fields.forEach(([, v], i) => setText(dl.children[i * 2 + 1], v));
+  fields.forEach(([, v], i) => setField(dl.children[i * 2 + 1], v));
+}
+
+/** Which schedule fired the job: its slot, or a manual trigger (no slot). */
+function scheduleText(job) {
+  return job.schedule_slot == null
+    ? `${job.schedule}, triggered by hand`
+    : `${job.schedule}, slot ${when(job.schedule_slot)}`;
+}
+
+/** A field's value: text, or `{ text, href }` shown as a link. */
+function setField(dd, value) {
+  if (typeof value !== "object") {
+    setText(dd, value);
+    return;
+  }
+  let link = dd.querySelector("a");
+  if (!link) {
+    link = el("a", { class: "schedule-link" });
+    dd.replaceChildren(link);
+  }
+  if (link.getAttribute("href") !== value.href) link.setAttribute("href", value.href);
+  setText(link, value.text);
 }
 
 function payloadText(job) {

@@ -80,6 +80,22 @@ export const PRIORITIES = ["high", "normal", "low"];
 
 export const stateBadge = (state) => el("span", { class: "state " + state }, state);
 
+const LEVELS = ["low", "normal", "high"];
+
+/**
+ * The priority aging has raised a waiting (QUEUED) job to, or null. Aging
+ * acts only in the queue: a job that runs, waits for a retry or has
+ * finished is at its base priority, whatever level it waited at.
+ */
+export function agedTo(job) {
+  if (job.state !== "QUEUED") return null;
+  const level = LEVELS[job.effective_level];
+  return level && job.effective_level > LEVELS.indexOf(job.priority) ? level : null;
+}
+
+/** The Schedules page with the schedule `name` marked. */
+export const scheduleHref = (name) => "#/schedules?schedule=" + encodeURIComponent(name);
+
 /** "1.2 s", "3 min", "2 h 5 min": a duration for people. */
 export function duration(ms) {
   if (ms == null || !Number.isFinite(ms)) return "";

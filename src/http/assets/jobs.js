@@ -4,7 +4,7 @@
 // Back undoes a filter.
 
 import { api, withQuery } from "./api.js";
-import { $, el, patchRows, setText, showEmpty, STATES } from "./dom.js";
+import { $, agedTo, el, patchRows, setText, showEmpty, STATES } from "./dom.js";
 import {
   attemptsColumn, decorateJobRow, errorColumn, idColumn, openOnClick,
   stateColumn, submittedColumn, typeColumn, workerColumn,
@@ -15,13 +15,9 @@ const ORDERS = [["newest", "newest first"], ["oldest", "oldest first"]];
 
 const columns = [
   idColumn, typeColumn, stateColumn,
-  { text: (j) => j.effective_level > levelOf(j.priority) ? `${j.priority} (aged)` : j.priority, class: "hide-narrow" },
+  { text: (j) => agedTo(j) ? `${j.priority} (aged to ${agedTo(j)})` : j.priority, class: "hide-narrow" },
   attemptsColumn, submittedColumn, workerColumn, errorColumn,
 ];
-
-function levelOf(priority) {
-  return { low: 0, normal: 1, high: 2 }[priority] ?? 1;
-}
 
 // Cursors of the pages before this one, for "Previous".
 let previous = [];

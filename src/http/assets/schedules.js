@@ -2,12 +2,14 @@
 // run's job state), and pause / resume / trigger now. Creating and changing
 // a definition is the CLI's (`taskyard schedule create|update`) and the
 // config file's. Rows carry the schedule's name; Enter on one opens its
-// last run's job, if it has one.
+// last run's job, if it has one. `schedule=NAME` in the URL (a job's
+// detail links there) marks that schedule's row and scrolls to it.
 
 import { api } from "./api.js";
 import { $, el, patchRows, relative, setText, showEmpty, stateBadge, when } from "./dom.js";
 
 let app;
+let scrolledTo = null;
 
 const cadence = (s) => s.spec.cron ? `${s.spec.cron}${s.spec.tz ? " (" + s.spec.tz + ")" : ""}` : `every ${s.spec.every_ms / 1000} s`;
 const lastRun = (s) => s.recent_runs[0];
@@ -72,7 +74,7 @@ async function act(name, action) {
 export const schedules = {
   init(theApp) { app = theApp; },
 
-  async refresh() {
+  async refresh(route) {
     const all = [];
     for (let after = "", more = true; more && all.length < 1000;) {
       const page = await api("/api/schedules" + (after ? "?after=" + encodeURIComponent(after) : ""));
@@ -80,12 +82,17 @@ export const schedules = {
       more = page.more && page.schedules.length > 0;
       after = all.length ? all[all.length - 1].spec.name : "";
     }
+    const marked = route?.params.get("schedule") ?? null;
     patchRows($("#schedules tbody"), all, (s) => s.spec.name, columns, (row, s) => {
       row.tabIndex = 0;
       row.dataset.schedule = s.spec.name;
       row.dataset.job = lastRun(s)?.job_id ?? "";
       row.classList.toggle("paused", s.spec.paused);
+      row.classList.toggle("open", s.spec.name === marked);
     });
+    const row = marked == null ? null : $(`#schedules tbody tr.open`);
+    if (row && scrolledTo !== marked) row.scrollIntoView({ block: "nearest" });
+    scrolledTo = row ? marked : null;
     showEmpty($("#schedules-empty"), all.length);
     const paused = all.filter((s) => s.spec.paused).length;
     setText($("#schedules-summary"), `${all.length} schedules` + (paused ? `, ${paused} paused` : "")

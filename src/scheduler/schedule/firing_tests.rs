@@ -277,6 +277,40 @@ fn a_trigger_fires_now_without_using_a_slot() {
 }
 
 #[test]
+fn a_fired_job_names_its_schedule_and_slot_and_a_triggered_one_its_schedule() {
+    let mut s = state();
+    created(&mut s, every_minute("m", Overlap::Allow), at(T0));
+    s.sweep(at(T0 + MINUTE));
+    s.trigger_named_schedule("m", at(T0 + MINUTE + 10))
+        .expect("triggered");
+    let runs = s.schedule_named("m").expect("exists").recent_runs;
+    let views: Vec<_> = runs
+        .iter()
+        .filter_map(|run| s.status(run.job_id, at(T0 + MINUTE + 20)))
+        .collect();
+    let origins: Vec<_> = views
+        .iter()
+        .map(|v| (v.schedule.as_deref(), v.schedule_slot))
+        .collect();
+    assert_eq!(
+        origins,
+        [(Some("m"), None), (Some("m"), Some(T0 + MINUTE))],
+        "newest first: the trigger, then the slot"
+    );
+    assert_eq!(
+        views[1].idempotency_key.as_deref(),
+        Some(slot_key("m", T0 + MINUTE).as_str())
+    );
+    let summary = &s.list_page(None, None, 10, at(T0 + MINUTE + 20)).jobs;
+    assert!(
+        summary
+            .iter()
+            .any(|j| j.schedule.as_deref() == Some("m") && j.schedule_slot == Some(T0 + MINUTE)),
+        "a list row names them too"
+    );
+}
+
+#[test]
 fn a_declared_schedule_unchanged_at_start_up_is_not_rewritten() {
     let mut s = state();
     let declared = ScheduleSpec {

@@ -30,6 +30,8 @@ def _shared(d: dict[str, Any]) -> dict[str, Any]:
         "max_attempts": d["max_attempts"],
         "submitted_at": d["submitted_at"],
         "updated_at": d["updated_at"],
+        "schedule": d.get("schedule"),
+        "schedule_slot": d.get("schedule_slot"),
     }
 
 
@@ -75,7 +77,14 @@ class Attempt:
 class JobView:
     """One job as ``status`` and ``wait`` return it. ``payload`` and
     ``result`` are the raw bytes (``None`` when left out to fit a frame, see
-    ``payload_omitted``/``result_omitted``; ``wait`` fills them in)."""
+    ``payload_omitted``/``result_omitted``; ``wait`` fills them in).
+
+    ``idempotency_key`` is the key the job was submitted with; ``schedule``
+    names the schedule that submitted it (read off that key) and
+    ``schedule_slot`` its slot, ``None`` for a manual trigger;
+    ``key_omitted`` says the three were left out to fit the smallest frames.
+    ``effective_level`` is the base level raised by aging only while the job
+    is ``QUEUED``; in any other state it is the base level."""
 
     job_id: str
     task_type: str
@@ -103,6 +112,10 @@ class JobView:
     result_bytes: int | None = None
     result_omitted: bool = False
     history_omitted: int = 0
+    idempotency_key: str | None = None
+    schedule: str | None = None
+    schedule_slot: int | None = None
+    key_omitted: bool = False
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> JobView:
@@ -128,6 +141,8 @@ class JobView:
             result_bytes=d.get("result_bytes"),
             result_omitted=bool(d.get("result_omitted", False)),
             history_omitted=d.get("history_omitted", 0),
+            idempotency_key=d.get("idempotency_key"),
+            key_omitted=bool(d.get("key_omitted", False)),
         )
 
     @property
@@ -152,7 +167,8 @@ class JobView:
 
 @dataclass(frozen=True)
 class JobSummary:
-    """One job in a ``list``: no payload, result or history."""
+    """One job in a ``list``: no payload, result or history; its schedule
+    and slot as in ``JobView`` (the idempotency key is in ``status``)."""
 
     job_id: str
     task_type: str
@@ -168,6 +184,8 @@ class JobSummary:
     payload_bytes: int
     result_bytes: int | None
     sequence: int
+    schedule: str | None = None
+    schedule_slot: int | None = None
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> JobSummary:
