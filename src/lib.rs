@@ -16,3 +16,9 @@ pub mod security;
 pub mod signals;
 pub mod store;
 pub mod worker;
+
+/// The README's Rust example, compiled (not run: it serves until stopped)
+/// by `cargo test --doc`, so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

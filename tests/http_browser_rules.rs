@@ -245,10 +245,10 @@ fn a_bad_http_allowed_hosts_entry_is_a_config_error_naming_the_key() {
     assert_eq!(config.http_allowed_hosts.len(), 4);
 
     let readme_example = r#"http-allowed-hosts = ["taskyard.example", "coord.example:7480"]"#;
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/guide/security.md");
     assert!(
         readme.contains(readme_example),
-        "the README shows {readme_example}"
+        "the security guide shows {readme_example}"
     );
     let mut file = tempfile::NamedTempFile::new().expect("temp file");
     writeln!(file, "{readme_example}").expect("write");

@@ -62,7 +62,7 @@ fn main() -> ExitCode {
     };
     let (log, flush) = taskyard::logging::build_flushed_logger(config.log_level, config.log_format);
     // On PostgreSQL the process is a node of a cluster: it starts as a
-    // standby and leads in terms (see README "High availability").
+    // standby and leads in terms (see docs/guide/high-availability.md).
     let started = match config.store {
         StoreKind::Sqlite => CoordinatorHandle::spawn(config, log.clone()).map(Running::Single),
         StoreKind::Postgres => NodeHandle::spawn_postgres(config, log.clone()).map(Running::Node),

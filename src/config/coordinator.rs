@@ -148,8 +148,8 @@ config_struct! {
         /// Most schedules the coordinator holds; another create is refused
         /// ("max-schedules reached").
         max_schedules: usize = crate::scheduler::schedule::DEFAULT_MAX_SCHEDULES,
-        /// Schedules declared in the file (`[[schedule]]` tables, see the
-        /// README's "Schedules"), reconciled at start-up. As a flag, one
+        /// Schedules declared in the file (`[[schedule]]` tables, see
+        /// docs/guide/schedules.md), reconciled at start-up. As a flag, one
         /// inline table per use: `--schedule '{name = "tick", every = "1s",
         /// task-type = "echo", payload = {message = "hi"}}'`; flags replace
         /// the file's list.

@@ -7,7 +7,7 @@ use crate::cli::time::{parse_duration, parse_rfc3339};
 use crate::protocol::{payloads, Overlap, Priority, ScheduleSpec};
 use serde::Deserialize;
 
-/// One `[[schedule]]` table; see the README's "Schedules" for each key.
+/// One `[[schedule]]` table; see docs/guide/schedules.md for each key.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct DeclaredSchedule {

@@ -461,8 +461,8 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_quotes_the_refusals_as_they_are_written() {
-        let readme = include_str!("../../README.md");
+    fn the_security_guide_quotes_the_refusals_as_they_are_written() {
+        let readme = include_str!("../../docs/guide/security.md");
         let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
         let misdirected = Refusal::MisdirectedHost {
             host: "evil.example:7480".into(),
@@ -474,7 +474,7 @@ mod tests {
         };
         for refusal in [misdirected, not_json] {
             let text = refusal.to_string();
-            assert!(flat.contains(&text), "README quotes {text:?}");
+            assert!(flat.contains(&text), "the security guide quotes {text:?}");
         }
     }
 

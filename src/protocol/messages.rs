@@ -350,7 +350,7 @@ pub enum ClientRequest {
     /// checks that it is alive; answered `Pong` by the connection itself,
     /// without touching any job.
     Ping,
-    /// Adds a schedule (README "Schedules"); answered `Schedule` once it
+    /// Adds a schedule (docs/guide/schedules.md); answered `Schedule` once it
     /// is durable, or `ScheduleRefused` with nothing stored.
     CreateSchedule(Box<ScheduleSpec>),
     /// Replaces the definition of the schedule of the same name; answered

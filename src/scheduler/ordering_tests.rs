@@ -213,7 +213,7 @@ fn an_aged_low_job_runs_before_younger_jobs_at_or_below_its_level() {
     assert_eq!(order_at(2 * AGING_STEP), ["low", "normal", "high"]);
 }
 
-/// The README's worked example, with its 30 s aging step: which of a LOW
+/// The worked example of docs/guide/jobs.md, with its 30 s aging step: which of a LOW
 /// job submitted at 0 s and a HIGH job submitted at 10 s runs first.
 #[test]
 fn the_readme_aging_example_holds() {
