@@ -160,6 +160,17 @@ async fn jobs_filtered_to_running(page: &Client, long: &str) {
     );
     let ids = texts(page, "#jobs tbody code.job-id").await;
     assert_eq!(ids, [long], "the whole id is shown, not a prefix");
+    // Times are in the browser's zone, named in the header, UTC on hover.
+    let zone = texts(page, "#zone").await;
+    assert!(
+        zone.len() == 1 && zone[0].starts_with("times in "),
+        "{zone:?}"
+    );
+    let titles = attributes(page, "#jobs tbody time", "title").await;
+    assert!(
+        !titles.is_empty() && titles.iter().all(|t| t.ends_with("Z (UTC)")),
+        "{titles:?}"
+    );
 }
 
 /// A refresh patches rows: the row element stays and a selection in it too.

@@ -248,11 +248,12 @@ impl CoordinatorState {
         let assigned_to = worker.clone();
         self.transition(job_id, JobState::Running, now, move |job| {
             job.attempts += 1;
+            let started_at = start_time(job.not_before, now);
             job.history.push(Attempt {
                 number: job.history.len() as u32 + 1,
                 worker_id: assigned_to.clone(),
                 lease,
-                started_at: now.wall_ms,
+                started_at,
                 ended_at: None,
                 outcome: None,
             });
@@ -306,5 +307,33 @@ impl CoordinatorState {
                 },
             });
         }
+    }
+}
+
+/// When an attempt starting at `now` is recorded to start. Timers run on
+/// the monotonic clock and both clocks are read to the millisecond, so a
+/// delayed job released on time can read up to a millisecond before its
+/// `not_before` on the wall clock; it is recorded at its `not_before` then,
+/// so no job is ever shown starting before its time. Any other gap (a
+/// wall clock stepped since) is shown as the clock reads.
+fn start_time(not_before: Option<i64>, now: Now) -> i64 {
+    match not_before {
+        Some(t) if t.saturating_sub(now.wall_ms) == 1 => t,
+        _ => now.wall_ms,
+    }
+}
+
+#[cfg(test)]
+mod start_time_tests {
+    use super::*;
+
+    #[test]
+    fn a_start_a_millisecond_early_by_the_wall_is_recorded_at_its_time_and_no_other() {
+        assert_eq!(start_time(Some(101), Now::both(100)), 101);
+        assert_eq!(start_time(Some(100), Now::both(100)), 100);
+        assert_eq!(start_time(Some(50), Now::both(100)), 100);
+        // A wall clock set back an hour: shown as it reads.
+        assert_eq!(start_time(Some(3_600_100), Now::both(100)), 100);
+        assert_eq!(start_time(None, Now::both(100)), 100);
     }
 }

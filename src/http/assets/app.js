@@ -4,7 +4,7 @@
 // (fetch and patch what it shows).
 
 import { api, setToken, takeTokenFromUrl } from "./api.js";
-import { $, $$, setText, duration } from "./dom.js";
+import { $, $$, setText, duration, ZONE } from "./dom.js";
 import { overview } from "./overview.js";
 import { jobs } from "./jobs.js";
 import { queues } from "./queues.js";
@@ -204,6 +204,7 @@ $("#token-form").addEventListener("submit", (event) => {
 });
 
 takeTokenFromUrl();
+setText($("#zone"), "times in " + ZONE);
 for (const page of [...Object.values(PAGES), detail]) page.init(app);
 window.addEventListener("hashchange", showRoute);
 document.addEventListener("visibilitychange", () => { if (!document.hidden) loop.kick(); });

@@ -4,7 +4,7 @@
 
 import { api } from "./api.js";
 import {
-  $, agedTo, copyText, duration, el, patchRows, scheduleHref, setText, stateBadge, TERMINAL, when, relative,
+  $, agedTo, copyText, duration, el, patchRows, scheduleHref, setText, stateBadge, TERMINAL, utc, when, relative,
 } from "./dom.js";
 import { confirmAction } from "./confirm.js";
 
@@ -133,11 +133,11 @@ function renderFields(job) {
     ["attempts", `${job.attempts} / ${job.max_attempts}`],
     ["timeout", duration(job.timeout_ms) + " per attempt"],
     ["worker", job.worker_id || "—"],
-    ["submitted", `${when(job.submitted_at)} (${relative(job.submitted_at)})`],
-    ["updated", `${when(job.updated_at)} (${relative(job.updated_at)})`],
+    ["submitted", { text: `${when(job.submitted_at)} (${relative(job.submitted_at)})`, title: utc(job.submitted_at) }],
+    ["updated", { text: `${when(job.updated_at)} (${relative(job.updated_at)})`, title: utc(job.updated_at) }],
   );
-  if (job.not_before) fields.push(["runs at", `${when(job.not_before)} (${relative(job.not_before)}) or later`]);
-  if (job.next_retry_at) fields.push(["next retry", `${when(job.next_retry_at)} (${relative(job.next_retry_at)})`]);
+  if (job.not_before) fields.push(["runs at", { text: `${when(job.not_before)} (${relative(job.not_before)}) or later`, title: utc(job.not_before) }]);
+  if (job.next_retry_at) fields.push(["next retry", { text: `${when(job.next_retry_at)} (${relative(job.next_retry_at)})`, title: utc(job.next_retry_at) }]);
   if (job.no_worker && !TERMINAL.includes(job.state)) fields.push(["workers", "no connected worker runs this type"]);
   const dl = $("#detail-fields");
   const same = dl.children.length === fields.length * 2
@@ -153,10 +153,16 @@ function scheduleText(job) {
     : `${job.schedule}, slot ${when(job.schedule_slot)}`;
 }
 
-/** A field's value: text, or `{ text, href }` shown as a link. */
+/** A field's value: text, `{ text, title }` (a time: its UTC value on
+ * hover), or `{ text, href }` shown as a link. */
 function setField(dd, value) {
   if (typeof value !== "object") {
     setText(dd, value);
+    return;
+  }
+  if (!value.href) {
+    setText(dd, value.text);
+    if (dd.title !== value.title) dd.title = value.title;
     return;
   }
   let link = dd.querySelector("a");

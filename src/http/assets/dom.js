@@ -109,6 +109,16 @@ export function duration(ms) {
   return `${h} h ${Math.round((abs - h * 3_600_000) / 60_000)} min`;
 }
 
+/** The browser's time zone: every time on the page is shown in it (the
+ * header says which), with its UTC value on hover. */
+export const ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
+
+/** A time's UTC value in RFC 3339, for hover titles. */
+export function utc(unixMs) {
+  if (unixMs == null) return "";
+  return new Date(unixMs).toISOString().replace(".000Z", "Z") + " (UTC)";
+}
+
 /** Time of day for today, date and time otherwise. */
 export function when(unixMs) {
   if (unixMs == null) return "";

@@ -2,7 +2,7 @@
 // attributes, and opening a job from a row (click or Enter) without
 // stealing a click that was selecting text.
 
-import { el, stateBadge, relative, idCell } from "./dom.js";
+import { el, stateBadge, relative, idCell, utc } from "./dom.js";
 
 /** The state cell: badge, progress, retry time, "no worker". */
 export const stateColumn = {
@@ -11,7 +11,7 @@ export const stateColumn = {
     td.append(stateBadge(j.state));
     if (j.progress_percent != null && j.state === "RUNNING") td.append(" ", el("span", { class: "muted" }, j.progress_percent + "%"));
     if (j.state === "RETRY_WAIT" && j.next_retry_at) {
-      td.append(" ", el("span", { class: "muted", title: new Date(j.next_retry_at).toLocaleString() }, "retry " + relative(j.next_retry_at)));
+      td.append(" ", el("span", { class: "muted", title: utc(j.next_retry_at) }, "retry " + relative(j.next_retry_at)));
     }
     if (j.no_worker && !["SUCCEEDED", "FAILED", "CANCELLED"].includes(j.state)) {
       td.append(" ", el("span", { class: "warn-tag", title: "no connected worker runs this task type" }, "no worker"));
@@ -48,6 +48,6 @@ export const submittedColumn = {
   text: (j) => relative(j.submitted_at),
   class: "hide-narrow",
   render(td, j) {
-    td.append(el("time", { datetime: new Date(j.submitted_at).toISOString(), title: new Date(j.submitted_at).toLocaleString() }, relative(j.submitted_at)));
+    td.append(el("time", { datetime: new Date(j.submitted_at).toISOString(), title: utc(j.submitted_at) }, relative(j.submitted_at)));
   },
 };

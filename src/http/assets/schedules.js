@@ -6,7 +6,7 @@
 // detail links there) marks that schedule's row and scrolls to it.
 
 import { api } from "./api.js";
-import { $, el, patchRows, relative, setText, showEmpty, stateBadge, when } from "./dom.js";
+import { $, el, patchRows, relative, setText, showEmpty, stateBadge, utc, when } from "./dom.js";
 
 let app;
 let scrolledTo = null;
@@ -30,7 +30,7 @@ const columns = [
       const next = s.next_fires[0];
       td.append(next == null
         ? el("span", { class: "muted" }, "none")
-        : el("time", { datetime: new Date(next).toISOString(), title: new Date(next).toLocaleString() }, when(next)));
+        : el("time", { datetime: new Date(next).toISOString(), title: utc(next) }, when(next)));
     },
   },
   {
