@@ -1,5 +1,5 @@
 //! `taskyard bench history`: what a page of history costs on a large
-//! SQLite database. Seeds `finished` jobs (1% FAILED, four task types,
+//! database (SQLite, or PostgreSQL with `--store postgres`). Seeds `finished` jobs (1% FAILED, four task types,
 //! three priorities), then times each filter's first and tenth page in
 //! both orders through the reader the coordinator uses, and a plain page
 //! while 8 other readers run the slowest filter without pause.
@@ -7,9 +7,9 @@
 use crate::bench::seed::{seed, SeedPlan};
 use crate::bench::BenchError;
 use crate::protocol::{IdPrefix, JobState, Priority};
-use crate::store::{JobReader, PageFilter};
+use crate::store::postgres::{PgTarget, PostgresReader};
+use crate::store::{HistoryReader, JobReader, PageFilter};
 use serde::Serialize;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,6 +33,7 @@ pub struct FilterTiming {
 /// What `bench history` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct HistoryReport {
+    pub store: String,
     pub finished_jobs: u64,
     pub seed_secs: f64,
     pub filters: Vec<FilterTiming>,
@@ -46,8 +47,8 @@ pub struct HistoryReport {
 impl HistoryReport {
     pub fn to_text(&self) -> String {
         let mut out = format!(
-            "history of {} finished jobs (SQLite, seeded in {:.1} s), pages of {PAGE}, medians of {RUNS}:\n",
-            self.finished_jobs, self.seed_secs
+            "history of {} finished jobs ({}, seeded in {:.1} s), pages of {PAGE}, medians of {RUNS}:\n",
+            self.finished_jobs, self.store, self.seed_secs
         );
         out += "FILTER                ORDER    FIRST PAGE  TENTH PAGE\n";
         for f in &self.filters {
@@ -67,8 +68,72 @@ impl HistoryReport {
     }
 }
 
-/// Seeds a new database at `db` and measures it.
-pub fn run(db: &Path, finished: u64) -> Result<HistoryReport, BenchError> {
+/// Where the history lives: a new SQLite file, or a PostgreSQL database
+/// whose `taskyard` schema is empty.
+pub enum HistoryStore {
+    Sqlite(std::path::PathBuf),
+    Postgres(crate::bench::postgres::BenchPostgres),
+}
+
+impl HistoryStore {
+    fn name(&self) -> String {
+        match self {
+            HistoryStore::Sqlite(_) => "SQLite".into(),
+            HistoryStore::Postgres(pg) => format!("PostgreSQL, {}", pg.describe()),
+        }
+    }
+
+    fn seed(&self, plan: &SeedPlan) -> Result<f64, BenchError> {
+        let seeded = match self {
+            HistoryStore::Sqlite(path) => seed(path, plan)?,
+            HistoryStore::Postgres(pg) => crate::bench::seed::seed_postgres(pg.url(), plan)?,
+        };
+        Ok(seeded.secs)
+    }
+
+    /// Makes the seeded jobs varied: every 100th FAILED, task types
+    /// `type-0`..`type-3`, base priorities LOW, NORMAL, HIGH in turn.
+    fn vary(&self) -> Result<(), BenchError> {
+        let fail = |e: String| BenchError::Failed(format!("varying the seeded jobs: {e}"));
+        match self {
+            HistoryStore::Sqlite(path) => rusqlite::Connection::open(path)
+                .and_then(|conn| {
+                    conn.execute_batch(
+                        "UPDATE jobs SET state = CASE WHEN sequence % 100 = 0 THEN 'FAILED' \
+                         ELSE state END, task_type = 'type-' || (sequence % 4), \
+                         priority = sequence % 3;",
+                    )
+                })
+                .map_err(|e| fail(e.to_string())),
+            HistoryStore::Postgres(pg) => {
+                let target = PgTarget::parse(pg.url()).map_err(|e| fail(e.to_string()))?;
+                let mut client = target.connect().map_err(fail)?;
+                client
+                    .batch_execute(
+                        "UPDATE taskyard.jobs SET state = CASE WHEN sequence % 100 = 0 \
+                         THEN 'FAILED' ELSE state END, task_type = 'type-' || (sequence % 4), \
+                         priority = (sequence % 3)::smallint; ANALYZE taskyard.jobs;",
+                    )
+                    .map_err(|e| fail(target.redact(&e.to_string())))
+            }
+        }
+    }
+
+    /// A reader on a connection of its own, as the coordinator's pool has.
+    fn reader(&self) -> Result<Box<dyn HistoryReader>, BenchError> {
+        Ok(match self {
+            HistoryStore::Sqlite(path) => Box::new(JobReader::open(path).map_err(failed)?),
+            HistoryStore::Postgres(pg) => {
+                let target =
+                    PgTarget::parse(pg.url()).map_err(|e| BenchError::Failed(e.to_string()))?;
+                Box::new(PostgresReader::open(target).map_err(failed)?)
+            }
+        })
+    }
+}
+
+/// Seeds `store` with `finished` jobs and measures its pages.
+pub fn run(store: &HistoryStore, finished: u64) -> Result<HistoryReport, BenchError> {
     let plan = SeedPlan {
         finished,
         active: 0,
@@ -76,17 +141,17 @@ pub fn run(db: &Path, finished: u64) -> Result<HistoryReport, BenchError> {
         finished_from: 1_700_000_000_000,
         task_type: "type-0".into(),
     };
-    let seeded = seed(db, &plan)?;
-    vary(db)?;
-    let reader = JobReader::open(db).map_err(failed)?;
+    let seed_secs = store.seed(&plan)?;
+    store.vary()?;
+    let mut reader = store.reader()?;
     let mut filters = Vec::new();
-    for (name, filter) in filters_of(&reader)? {
+    for (name, filter) in filters_of(reader.as_mut())? {
         for oldest_first in [false, true] {
             let filter = PageFilter {
                 oldest_first,
                 ..filter.clone()
             };
-            let (first, tenth) = time_pages(&reader, &filter)?;
+            let (first, tenth) = time_pages(reader.as_mut(), &filter)?;
             filters.push(FilterTiming {
                 filter: name.clone(),
                 oldest_first,
@@ -100,31 +165,21 @@ pub fn run(db: &Path, finished: u64) -> Result<HistoryReport, BenchError> {
         .max_by(|a, b| a.tenth_page_ms.total_cmp(&b.tenth_page_ms))
         .map(|f| f.filter.clone())
         .unwrap_or_default();
-    let busy = filters_of(&reader)?
+    let busy = filters_of(reader.as_mut())?
         .into_iter()
         .find(|(name, _)| *name == slowest)
         .map(|(_, f)| f)
         .unwrap_or_else(plain);
-    let (median, max) = plain_page_while_busy(db, &reader, &busy)?;
+    let (median, max) = plain_page_while_busy(store, reader.as_mut(), &busy)?;
     Ok(HistoryReport {
+        store: store.name(),
         finished_jobs: finished,
-        seed_secs: seeded.secs,
+        seed_secs,
         filters,
         busy_filter: slowest,
         plain_page_busy_median_ms: median,
         plain_page_busy_max_ms: max,
     })
-}
-
-/// Makes the seeded jobs varied: every 100th FAILED, task types
-/// `type-0`..`type-3`, base priorities LOW, NORMAL, HIGH in turn.
-fn vary(db: &Path) -> Result<(), BenchError> {
-    let conn = rusqlite::Connection::open(db).map_err(|e| BenchError::Failed(e.to_string()))?;
-    conn.execute_batch(
-        "UPDATE jobs SET state = CASE WHEN sequence % 100 = 0 THEN 'FAILED' ELSE state END,
-             task_type = 'type-' || (sequence % 4), priority = sequence % 3;",
-    )
-    .map_err(|e| BenchError::Failed(format!("varying the seeded jobs: {e}")))
 }
 
 fn plain() -> PageFilter {
@@ -135,7 +190,7 @@ fn plain() -> PageFilter {
 }
 
 /// The filters the CLI, API and dashboard offer, by name.
-fn filters_of(reader: &JobReader) -> Result<Vec<(String, PageFilter)>, BenchError> {
+fn filters_of(reader: &mut dyn HistoryReader) -> Result<Vec<(String, PageFilter)>, BenchError> {
     let newest = reader.summaries(&plain()).map_err(failed)?;
     let prefix = newest
         .first()
@@ -176,7 +231,10 @@ fn filters_of(reader: &JobReader) -> Result<Vec<(String, PageFilter)>, BenchErro
 
 /// Medians of the first page and of the tenth (reached through the
 /// cursor of each page before it), milliseconds.
-fn time_pages(reader: &JobReader, filter: &PageFilter) -> Result<(f64, f64), BenchError> {
+fn time_pages(
+    reader: &mut dyn HistoryReader,
+    filter: &PageFilter,
+) -> Result<(f64, f64), BenchError> {
     let mut first = Vec::new();
     let mut tenth = Vec::new();
     for _ in 0..RUNS {
@@ -204,14 +262,14 @@ fn time_pages(reader: &JobReader, filter: &PageFilter) -> Result<(f64, f64), Ben
 /// A plain page's median and max while `BUSY_READERS` threads, each on a
 /// connection of its own, read `busy` pages without pause.
 fn plain_page_while_busy(
-    db: &Path,
-    reader: &JobReader,
+    store: &HistoryStore,
+    reader: &mut dyn HistoryReader,
     busy: &PageFilter,
 ) -> Result<(f64, f64), BenchError> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for _ in 0..BUSY_READERS {
-        let own = JobReader::open(db).map_err(failed)?;
+        let mut own = store.reader()?;
         let (stop, busy) = (Arc::clone(&stop), busy.clone());
         threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
@@ -249,7 +307,8 @@ mod tests {
     #[test]
     fn a_small_history_is_measured_for_every_filter_in_both_orders() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let report = run(&dir.path().join("h.db"), 2_000).expect("bench");
+        let store = HistoryStore::Sqlite(dir.path().join("h.db"));
+        let report = run(&store, 2_000).expect("bench");
         assert_eq!(report.filters.len(), 10);
         assert!(report.to_text().contains("state=FAILED"));
         let reader = JobReader::open(&dir.path().join("h.db")).expect("reader");

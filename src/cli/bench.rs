@@ -113,7 +113,7 @@ pub enum BenchWhat {
     /// What schedules cost: idle CPU with many schedules, and ordinary
     /// jobs' latency while all of them fire at once.
     Schedules(ScheduleBenchArgs),
-    /// What a history page costs on a large SQLite database: each
+    /// What a history page costs on a large database: each
     /// filter's first and tenth page, both orders, and a plain page while
     /// 8 readers run the slowest filter.
     History(HistoryBenchArgs),
@@ -124,9 +124,11 @@ pub struct HistoryBenchArgs {
     /// Finished jobs to store first (1% FAILED, four task types, three priorities).
     #[arg(long, value_name = "N", default_value_t = 2_000_000)]
     pub finished: u64,
-    /// Keep the database in this (new) file instead of a temporary one.
+    /// Keep the SQLite database in this (new) file instead of a temporary one.
     #[arg(long, value_name = "FILE")]
     pub db: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 #[derive(Debug, Args)]
@@ -311,7 +313,14 @@ fn run_history(ctx: &Context, args: HistoryBenchArgs) -> Result<Exit, CliError> 
         Some(db) => db,
         None => temp.join("history.db"),
     };
-    let report = bench::history::run(&db, args.finished)
+    let store = match args.store.store {
+        StoreKind::Sqlite => bench::history::HistoryStore::Sqlite(db.clone()),
+        StoreKind::Postgres => bench::history::HistoryStore::Postgres(
+            bench::postgres::BenchPostgres::prepare(args.store.postgres_url.as_deref())
+                .map_err(|e| CliError::Setup(format!("bench history: {e}")))?,
+        ),
+    };
+    let report = bench::history::run(&store, args.finished)
         .map_err(|e| CliError::Setup(format!("bench history: {e}")));
     if db.starts_with(&temp) {
         let _ = std::fs::remove_dir_all(&temp);
