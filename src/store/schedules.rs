@@ -19,8 +19,8 @@ const UPSERT: &str = "INSERT INTO schedules (name, definition, last_slot, update
 const DELETE: &str = "DELETE FROM schedules WHERE name = ?1";
 const PROGRESS: &str = "UPDATE schedules SET last_slot = max(coalesce(last_slot, ?2), ?2),
     fired = fired + ?3 WHERE name = ?1";
-const SKIPPED: &str = "UPDATE schedules SET skipped_overlap = ?2, skipped_catchup = ?3, \
-    updated_at = max(updated_at, ?4) WHERE name = ?1";
+const SKIPPED: &str =
+    "UPDATE schedules SET skipped_overlap = ?2, skipped_catchup = ?3 WHERE name = ?1";
 const LOAD: &str = "SELECT name, definition, last_slot, updated_at, fired, skipped_overlap, \
     skipped_catchup FROM schedules ORDER BY name";
 
@@ -167,7 +167,7 @@ impl JobStore {
                 for c in counts {
                     let [overlap, catchup] = c.skipped.map(count_column);
                     update
-                        .execute(params![c.name, overlap, catchup, c.floor])
+                        .execute(params![c.name, overlap, catchup])
                         .map_err(|e| StoreError::sqlite(&self.path, e.to_string()))?;
                 }
             }

@@ -37,15 +37,16 @@ pub enum ScheduleWrite {
     Skipped(Vec<SkippedCounts>),
 }
 
-/// A schedule's skipped counts to store, with the floor they moved it to
-/// (slots at or before it were decided: a restart does not skip them, and
-/// count them, again). A stored floor only ever moves forward.
+/// A schedule's skipped counts to store. Only the counts: the schedule's
+/// floor is not moved by them, because the pass that skipped may also
+/// have fired slots whose jobs are not durable yet, and a floor stored
+/// past those would lose them in a crash. So a restart may decide (and
+/// count) a skipped slot again; it never loses a fired one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkippedCounts {
     pub name: String,
     /// By reason (`SkipReason` as index).
     pub skipped: [u64; 2],
-    pub floor: i64,
 }
 
 impl CoordinatorState {
@@ -139,17 +140,8 @@ impl CoordinatorState {
         let counts: Vec<SkippedCounts> = names
             .into_iter()
             .filter_map(|name| {
-                let entry = self.schedules.get(&name)?;
-                // A slot held by `buffer-one` is not decided yet.
-                let floor = match entry.buffered {
-                    Some(slot) => entry.after.min(slot - 1),
-                    None => entry.after,
-                };
-                Some(SkippedCounts {
-                    skipped: entry.skipped,
-                    floor,
-                    name,
-                })
+                let skipped = self.schedules.get(&name)?.skipped;
+                Some(SkippedCounts { name, skipped })
             })
             .collect();
         (!counts.is_empty()).then_some(ScheduleWrite::Skipped(counts))

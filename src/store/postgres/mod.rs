@@ -247,9 +247,20 @@ impl PostgresStore {
         StoreError::new(self.target.describe(), reason)
     }
 
-    /// A driver error as a `StoreError`, redacted.
+    /// A driver error as a `StoreError`, redacted; `Refused` when the
+    /// server says retrying cannot help (an integrity constraint violated,
+    /// SQLSTATE class 23; data or an index corrupted, XX001/XX002).
     fn driver(&self, e: &postgres::Error) -> StoreError {
-        self.fail(self.target.redact(&connect::error_text(e)))
+        let error = self.fail(self.target.redact(&connect::error_text(e)));
+        match e.code().map(|state| state.code()) {
+            Some(code) if code.starts_with("23") || code == "XX001" || code == "XX002" => {
+                StoreError {
+                    kind: crate::store::StoreErrorKind::Refused,
+                    ..error
+                }
+            }
+            _ => error,
+        }
     }
 
     /// Abandons the open transaction, if any, and what was staged.

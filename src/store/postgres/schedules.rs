@@ -20,8 +20,8 @@ const UPSERT: &str =
 const DELETE: &str = "DELETE FROM taskyard.schedules WHERE name = $1";
 const PROGRESS: &str = "UPDATE taskyard.schedules SET last_slot = GREATEST(last_slot, $2),
     fired = fired + $3 WHERE name = $1";
-const SKIPPED: &str = "UPDATE taskyard.schedules SET skipped_overlap = $2, skipped_catchup = $3, \
-    updated_at = GREATEST(updated_at, $4) WHERE name = $1";
+const SKIPPED: &str =
+    "UPDATE taskyard.schedules SET skipped_overlap = $2, skipped_catchup = $3 WHERE name = $1";
 const LOAD: &str = "SELECT name, definition, last_slot, updated_at, fired, skipped_overlap, \
     skipped_catchup FROM taskyard.schedules ORDER BY name";
 
@@ -72,8 +72,7 @@ impl PostgresStore {
             ScheduleWrite::Delete(name) => client.execute(DELETE, &[name]),
             ScheduleWrite::Skipped(counts) => counts.iter().try_fold(0, |n, c| {
                 let [overlap, catchup] = c.skipped.map(count_column);
-                let row: [&(dyn postgres::types::ToSql + Sync); 4] =
-                    [&c.name, &overlap, &catchup, &c.floor];
+                let row: [&(dyn postgres::types::ToSql + Sync); 3] = [&c.name, &overlap, &catchup];
                 client.execute(SKIPPED, &row).map(|m| n + m)
             }),
         };

@@ -172,8 +172,11 @@ impl PostgresStore {
             }
         }
         if let Some((what, e)) = failed {
-            let reason = format!("{what}: {}", super::connect::error_text(&e));
-            return Err(self.fail(self.target.redact(&reason)));
+            let described = self.driver(&e);
+            return Err(StoreError {
+                reason: format!("{what}: {}", described.reason),
+                ..described
+            });
         }
         for row in rows {
             match row.state.is_terminal() {
