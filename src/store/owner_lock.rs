@@ -33,9 +33,20 @@ pub struct OwnerLock {
     path: PathBuf,
 }
 
-/// The lock file of the database at `db`: `db` with `.lock` appended.
+/// The lock file of the database at `db`: the real path of the database
+/// (symbolic links resolved, so two spellings of one file share one lock)
+/// with `.lock` appended.
 pub fn lock_path(db: &Path) -> PathBuf {
-    let mut name = db.as_os_str().to_os_string();
+    let real = std::fs::canonicalize(db).unwrap_or_else(|_| {
+        // Not created yet: the real folder, and the name.
+        match (db.parent(), db.file_name()) {
+            (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+                .map(|dir| dir.join(name))
+                .unwrap_or_else(|_| db.to_path_buf()),
+            _ => db.to_path_buf(),
+        }
+    });
+    let mut name = real.into_os_string();
     name.push(".lock");
     PathBuf::from(name)
 }
@@ -215,6 +226,19 @@ mod tests {
             text,
             format!("pid {}, clients 127.0.0.1:1\n", std::process::id())
         );
+    }
+
+    #[test]
+    fn two_spellings_of_one_database_share_its_lock() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).expect("mkdir");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let _held = OwnerLock::acquire(&real.join("t.db")).expect("first");
+        record_foreign_holder(&real.join("t.db"), "pid 1");
+        let refused = OwnerLock::acquire(&link.join("t.db")).expect_err("the same file");
+        assert_eq!(refused.kind, StoreErrorKind::InUse, "{refused}");
     }
 
     fn record_foreign_holder(db: &Path, text: &str) {
