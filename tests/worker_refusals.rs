@@ -225,3 +225,36 @@ fn path_text(path: &Path) -> String {
         .expect("temporary paths are UTF-8")
         .to_string()
 }
+
+/// One misconfigured coordinator (here: it wants a token this worker does
+/// not have) does not stop a worker that another address accepts: the
+/// worker registers there and says once, as a warning, who refused it.
+#[test]
+fn a_refusal_from_one_address_does_not_stop_a_worker_another_accepts() {
+    let strict = Cluster::start_configured(with_worker_token);
+    let open = Cluster::start(0, 1);
+    let dir = tempfile::tempdir().expect("dir");
+    let refusing = strict.coordinator().worker_addr.to_string();
+    let accepting = open.coordinator().worker_addr.to_string();
+    let addrs = format!("{refusing},{accepting}");
+    let mut worker = WorkerProcess::start(
+        dir.path(),
+        &addrs,
+        &["--worker-id", "tolerant", "--capacity", "1"],
+    );
+    let mut client = open.client();
+    wait_until(
+        "the worker to register with the accepting coordinator",
+        EXIT_WITHIN,
+        || common::jobs::is_listed(&mut client, "tolerant"),
+    );
+    assert!(
+        worker.child.try_wait().expect("try_wait").is_none(),
+        "still running: {}",
+        worker.output()
+    );
+    wait_until("the warning naming who refused", EXIT_WITHIN, || {
+        let output = worker.output();
+        output.contains("another accepted it") && output.contains(&refusing)
+    });
+}

@@ -259,14 +259,17 @@ impl Worker {
     /// One round through the address list, from the one that worked last,
     /// going to the leader a standby names; returns the first registered
     /// connection and its address, `None` when every attempt failed for a
-    /// transient reason (each logged), or the first definitive refusal at
-    /// once: every coordinator of a cluster shares the token, the protocol
-    /// version and the TLS setup, so no other address would answer better.
+    /// transient reason (each logged), or the first definitive refusal
+    /// when the round ended without a connection. A refusal does not end
+    /// the round: one misconfigured node (or one of an older version in a
+    /// rolling upgrade) does not stop a worker another node accepts; that
+    /// refusal is then logged once as a warning.
     async fn find_leader(
         &self,
         carried: &mut Carried,
     ) -> Result<Option<(Connection, String)>, Refusal> {
         let mut search = LeaderSearch::new(&self.transport.addrs, carried.start);
+        let mut refused: Option<Refusal> = None;
         while let Some(addr) = search.next_addr() {
             let attempt = tokio::time::timeout(
                 HANDSHAKE_TIMEOUT,
@@ -277,9 +280,15 @@ impl Worker {
             match attempt {
                 Ok(conn) => {
                     carried.start = search.position_of(&addr);
+                    if let Some(r) = refused {
+                        warn!(self.log, "a coordinator refused this worker; another accepted it";
+                              "refused_by" => &r.addr, "reason" => %r.cause, "accepted_by" => &addr);
+                    }
                     return Ok(Some((conn, addr)));
                 }
-                Err(cause) if cause.is_definitive() => return Err(Refusal { addr, cause }),
+                Err(cause) if cause.is_definitive() => {
+                    refused.get_or_insert(Refusal { addr, cause });
+                }
                 Err(e) => {
                     self.log_failure(&addr, &e);
                     if let ConnectionError::NotLeader {
@@ -294,7 +303,7 @@ impl Worker {
                 }
             }
         }
-        Ok(None)
+        refused.map_or(Ok(None), Err)
     }
 
     async fn connect_and_register(
