@@ -11,7 +11,7 @@ use common::{free_port, wait_until};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use taskyard::protocol::JobState;
 
 fn coordinator(db: &Path, client: SocketAddr, worker: SocketAddr, log: &Path) -> Child {
@@ -40,18 +40,6 @@ fn worker(coordinator: SocketAddr) -> Child {
         .expect("start worker")
 }
 
-/// Waits for `child` to exit within `within`; its status, or `None`.
-fn exited_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
-    let started = Instant::now();
-    while started.elapsed() < within {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
-
 #[test]
 fn a_second_coordinator_on_a_live_database_refuses_and_a_dead_owner_never_blocks() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -77,8 +65,12 @@ fn a_second_coordinator_on_a_live_database_refuses_and_a_dead_owner_never_blocks
 
     let second_log = dir.path().join("second.log");
     let mut second = coordinator(&db, free_port(), free_port(), &second_log);
-    let status_of_second =
-        exited_within(&mut second, Duration::from_secs(5)).expect("the second exits at once");
+    let mut status_of_second = None;
+    wait_until("the second to exit at once", Duration::from_secs(5), || {
+        status_of_second = second.try_wait().expect("try_wait");
+        status_of_second.is_some()
+    });
+    let status_of_second = status_of_second.expect("exited");
     assert_eq!(status_of_second.code(), Some(2), "exit status");
     let said = std::fs::read_to_string(&second_log).expect("second log");
     assert_eq!(said.trim().lines().count(), 1, "one line: {said}");

@@ -84,4 +84,26 @@ impl Delivery {
             Delivery::Query(to, message) => to.do_send(message),
         }
     }
+
+    /// Answers the request this effect answers with the failure of the
+    /// commit it waited for (`reason`) instead of what it held: a client
+    /// hears `NotDurable`, an HTTP query `NotReady`. A worker frame is
+    /// nobody's answer and is dropped (`GroupCommit` never fails one).
+    pub fn fail(self, reason: &str) {
+        let reason = format!(
+            "the commit carrying this request failed, so whether it took effect is unknown \
+             until the coordinator is ready again: {reason}"
+        );
+        match self {
+            Delivery::Client(to, answer) => to.do_send(ClientAnswer {
+                request_id: answer.request_id,
+                response: ClientResponse::NotDurable { reason },
+            }),
+            Delivery::Query(to, answer) => to.do_send(QueryAnswer {
+                request_id: answer.request_id,
+                result: QueryResult::NotReady { reason },
+            }),
+            Delivery::Worker(..) => {}
+        }
+    }
 }

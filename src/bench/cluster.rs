@@ -409,10 +409,10 @@ pub(super) fn registry(start_times: &StartTimes) -> TaskRegistry {
 }
 
 /// A directory under the system temp dir, removed on drop.
-pub(super) struct TempDir(pub(super) PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
-    pub(super) fn create() -> Result<TempDir, BenchError> {
+    pub(crate) fn create() -> Result<TempDir, BenchError> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())

@@ -21,6 +21,7 @@ pub mod seed;
 pub mod startup;
 pub mod takeover;
 
+pub(crate) use cluster::TempDir;
 pub use report::BenchReport;
 
 use crate::actors::server::{COORDINATOR_THREAD, PERSISTENCE_THREAD};

@@ -302,7 +302,9 @@ fn options(ctx: &Context, args: &BenchArgs) -> BenchOptions {
 
 /// `bench history`: seeds a database, times history pages on it, reports.
 fn run_history(ctx: &Context, args: HistoryBenchArgs) -> Result<Exit, CliError> {
-    let temp = tempfile_dir()?;
+    let setup = |e: bench::BenchError| CliError::Setup(format!("bench history: {e}"));
+    // Removed on drop, with the database when no --db was given.
+    let temp = bench::TempDir::create().map_err(setup)?;
     let db = match args.db {
         Some(db) if db.exists() => {
             return Err(CliError::BadArgument(format!(
@@ -311,30 +313,17 @@ fn run_history(ctx: &Context, args: HistoryBenchArgs) -> Result<Exit, CliError> 
             )))
         }
         Some(db) => db,
-        None => temp.join("history.db"),
+        None => temp.0.join("history.db"),
     };
     let store = match args.store.store {
-        StoreKind::Sqlite => bench::history::HistoryStore::Sqlite(db.clone()),
+        StoreKind::Sqlite => bench::history::HistoryStore::Sqlite(db),
         StoreKind::Postgres => bench::history::HistoryStore::Postgres(
             bench::postgres::BenchPostgres::prepare(args.store.postgres_url.as_deref())
-                .map_err(|e| CliError::Setup(format!("bench history: {e}")))?,
+                .map_err(setup)?,
         ),
     };
-    let report = bench::history::run(&store, args.finished)
-        .map_err(|e| CliError::Setup(format!("bench history: {e}")));
-    if db.starts_with(&temp) {
-        let _ = std::fs::remove_dir_all(&temp);
-    }
-    let report = report?;
+    let report = bench::history::run(&store, args.finished).map_err(setup)?;
     print(ctx, &report, || report.to_text())
-}
-
-/// A new directory under the system's temporary directory.
-fn tempfile_dir() -> Result<std::path::PathBuf, CliError> {
-    let dir = std::env::temp_dir().join(format!("taskyard-bench-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| CliError::Setup(format!("cannot create {}: {e}", dir.display())))?;
-    Ok(dir)
 }
 
 /// `bench recovery`: seeds a database, times start-ups on it, reports.

@@ -29,10 +29,11 @@ fn command(out: &mut String, cmd: &Command, path: &str, depth: usize) {
         }
         let mut usage = cmd.clone().bin_name(path.to_string());
         out.push_str(&format!("```text\n{}\n```\n", usage.render_usage()));
-        arguments(out, cmd);
     } else {
         out.push_str("\n## Options of every command\n");
-        arguments(out, cmd);
+    }
+    arguments(out, cmd);
+    if depth <= 2 {
         out.push_str("\n## Commands\n");
     }
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {

@@ -13,36 +13,33 @@ pub fn append_log(path: &std::path::Path) -> std::fs::File {
         .expect("process log")
 }
 
-/// Pids of live (not zombie) processes whose process group is `pgid`.
-pub fn live_group_members(pgid: i32) -> Vec<i32> {
+/// Every pid /proc lists now.
+fn pids() -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
-        .filter_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            let (_, rest) = stat.rsplit_once(')')?;
-            let fields: Vec<&str> = rest.split_whitespace().take(3).collect();
-            let live = fields.first() != Some(&"Z");
-            (live && fields.get(2)?.parse::<i32>().ok()? == pgid).then_some(pid)
-        })
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Pids of live (not zombie) processes whose process group is `pgid`.
+pub fn live_group_members(pgid: i32) -> Vec<i32> {
+    pids()
+        .into_iter()
+        .filter(|pid| group_of(*pid) == Some(pgid))
         .collect()
 }
 
 /// Pids of live processes with `needle` in their command line.
 pub fn processes_mentioning(needle: &str) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+    pids()
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            (cmdline.contains(needle) && group_of(pid).is_some()).then_some(pid)
+            cmdline.contains(needle) && group_of(*pid).is_some()
         })
         .collect()
 }

@@ -15,10 +15,10 @@ mod schedule_passes;
 mod schedules;
 
 use crate::actors::history::HistoryLink;
-use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult, SendToWorker};
+use crate::actors::outbox::{Delivery, SendToWorker};
 use crate::actors::persistence::{CommitBatch, DeleteJobs, ExpireJobs, PersistenceLink, StageRows};
 use crate::clock::{Clock, Now};
-use crate::protocol::{ClientResponse, CoordinatorToWorker, JobId};
+use crate::protocol::{CoordinatorToWorker, JobId};
 use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
 use actix::{
     Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture,
@@ -295,7 +295,9 @@ impl Coordinator {
                     self.state.metrics_mut().commits_failing = false;
                 }
                 Command::Stop { not_durable, held } => self.stop(not_durable, held),
-                Command::FailAwaited { effects, reason } => fail_awaited(effects, &reason),
+                Command::FailAwaited { effects, reason } => {
+                    effects.into_iter().for_each(|e| e.fail(&reason))
+                }
                 Command::Abandon { reason } => self.abandon(&reason, ctx),
             }
         }
@@ -323,8 +325,8 @@ impl Coordinator {
         ctx.spawn(commit.into_actor(self).map(move |answer, act, ctx| {
             let latency = started.elapsed().as_secs_f64();
             act.state.metrics_mut().commit_latency.observe(latency);
-            if let Ok(Err(e)) = &answer {
-                if e.is_fenced() {
+            match &answer {
+                Ok(Err(e)) if e.is_fenced() => {
                     let reason = e.to_string();
                     act.depose(&reason, ctx);
                     if let Some(to) = &act.on_fenced {
@@ -335,13 +337,12 @@ impl Coordinator {
                     }
                     return;
                 }
-            }
-            if let Ok(Err(e)) = &answer {
-                if e.is_refused() {
+                Ok(Err(e)) if e.is_refused() => {
                     act.state.metrics_mut().commit_failures += 1;
                     let commands = act.commits.refused(batch, e.to_string());
                     return act.apply(commands, ctx);
                 }
+                _ => {}
             }
             let result = match answer {
                 Ok(Ok(())) => Ok(()),
@@ -386,29 +387,6 @@ impl Coordinator {
             error!(self.log, "shutdown timeout passed; stopping with changes not durable";
                    "not_durable_changes" => not_durable, "unsent_answers" => held);
             actix::System::current().stop_with_code(NOT_DURABLE_EXIT_CODE);
-        }
-    }
-}
-
-/// Answers each awaited effect with the failure instead of what it held:
-/// a client hears `NotDurable`, an HTTP query `NotReady`.
-fn fail_awaited(effects: Vec<Delivery>, reason: &str) {
-    let reason = format!("the commit carrying this request failed, so whether it took effect is unknown until the coordinator is ready again: {reason}");
-    for effect in effects {
-        match effect {
-            Delivery::Client(to, answer) => to.do_send(ClientAnswer {
-                request_id: answer.request_id,
-                response: ClientResponse::NotDurable {
-                    reason: reason.clone(),
-                },
-            }),
-            Delivery::Query(to, answer) => to.do_send(QueryAnswer {
-                request_id: answer.request_id,
-                result: QueryResult::NotReady {
-                    reason: reason.clone(),
-                },
-            }),
-            Delivery::Worker(..) => {}
         }
     }
 }
