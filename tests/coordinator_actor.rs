@@ -218,6 +218,7 @@ impl Harness {
             reply_to: self.client_addr.clone().recipient(),
             request_id,
             request,
+            peer: None,
         };
         self.coordinator.send(m).await.expect("delivered");
     }
@@ -831,6 +832,7 @@ fn stop_with_commits_answered(answer: Answer, shutdown_timeout: Duration) -> (i3
                 reply_to: client.recipient(),
                 request_id: 1,
                 request: echo("x"),
+                peer: None,
             };
             coordinator.send(submit).await.expect("delivered");
             coordinator.send(Shutdown).await.expect("delivered");

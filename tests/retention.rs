@@ -89,6 +89,7 @@ impl Node {
             reply_to: self.addr.clone().recipient(),
             request_id,
             request,
+            peer: None,
         });
         let answers = self.recorder.answers.clone();
         let found = wait_for("an answer", || {
@@ -599,4 +600,63 @@ async fn evicted_jobs_are_resolved_retried_and_deleted_from_the_database() {
         node.status(second).await.map(|v| v.state),
         Some(JobState::Queued)
     );
+}
+
+/// With no time budget, every page of history walks a bounded stretch:
+/// a filter matching few jobs comes back in short pages, each with a
+/// cursor, and paging on finds every match once, newest first.
+#[actix_rt::test]
+async fn a_sparse_filter_pages_through_history_in_bounded_stretches() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = CoordinatorConfig {
+        history_read_budget_millis: 0,
+        history_read_rows: 100,
+        ..config(dir.path(), 0)
+    };
+    let plan = taskyard::bench::seed::SeedPlan {
+        finished: 1_000,
+        active: 0,
+        keyed: false,
+        finished_from: 1_000,
+        task_type: "echo".into(),
+    };
+    taskyard::bench::seed::seed(&cfg.db_path, &plan).expect("seed");
+    common::db::open(&cfg.db_path)
+        .execute(
+            "UPDATE jobs SET task_type = 'rare' WHERE sequence % 37 = 0",
+            [],
+        )
+        .expect("make some jobs rare");
+    let expected: Vec<JobId> = common::db::rows(
+        &cfg.db_path,
+        "SELECT id FROM jobs WHERE task_type = 'rare' ORDER BY sequence DESC",
+        |row| row.get::<_, String>(0),
+    )
+    .iter()
+    .map(|id| id.parse().expect("job id"))
+    .collect();
+    let mut node = Node::start(&cfg, ManualClock::starting_at(1_000_000)).await;
+
+    let (mut found, mut short_pages, mut cursor) = (Vec::new(), 0, None);
+    for _ in 0..100 {
+        let request = ClientRequest::ListJobs(ListQuery {
+            task_type: Some("rare".into()),
+            limit: 5,
+            cursor,
+            ..ListQuery::default()
+        });
+        let ClientResponse::Jobs(page) = node.ask(request).await else {
+            panic!("not a list");
+        };
+        if page.jobs.len() < 5 && page.next.is_some() {
+            short_pages += 1;
+        }
+        found.extend(page.jobs.iter().map(|job| job.job_id));
+        cursor = page.next;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(found, expected, "every rare job once, newest first");
+    assert!(short_pages >= 5, "{short_pages} short pages");
 }

@@ -18,7 +18,8 @@ use taskyard::scheduler::{Job, JobRow};
 use taskyard::store::postgres::throwaway::ThrowawayPostgres;
 use taskyard::store::postgres::{PgTarget, PostgresReader, PostgresStore};
 use taskyard::store::{
-    ExpiryCutoffs, HistoryReader, JobReader, JobStore, PageFilter, Store, StoreError,
+    ExpiryCutoffs, HistoryReader, JobReader, JobStore, PageFilter, ReadBudget, Store, StoreError,
+    StoredSummary,
 };
 
 /// Where a case's data lives: a fresh SQLite file, or a fresh database on
@@ -253,12 +254,12 @@ fn a_batch_is_durable_after_commit_and_invisible_before(b: &Backend) {
     let (x, y) = (job(1, JobState::Queued), job(2, JobState::Running));
     store.stage(&rows(&[&x])).expect("stage");
     assert_eq!(
-        reader.page(&everything()).expect("read"),
+        page(&mut *reader, &everything()).expect("read"),
         vec![],
         "nothing before commit"
     );
     store.commit(&rows(&[&y])).expect("commit");
-    let seen = sorted(reader.page(&everything()).expect("read"));
+    let seen = sorted(page(&mut *reader, &everything()).expect("read"));
     assert_eq!(
         seen,
         vec![x.clone(), y.clone()],
@@ -504,31 +505,41 @@ fn history_reads_jobs_pages_and_summaries(b: &Backend) {
     let mut reader = b.reader();
     assert_eq!(reader.job(a.id).expect("job"), Some(a.clone()));
     assert_eq!(reader.job(JobId::mint()).expect("job"), None);
-    let page = reader.page(&everything()).expect("page");
-    assert_eq!(page, vec![d.clone(), c.clone(), a.clone()], "newest first");
-    let failed = reader
-        .page(&PageFilter {
+    let newest = page(&mut *reader, &everything()).expect("page");
+    assert_eq!(
+        newest,
+        vec![d.clone(), c.clone(), a.clone()],
+        "newest first"
+    );
+    let failed = page(
+        &mut *reader,
+        &PageFilter {
             state: Some(JobState::Failed),
             ..everything()
-        })
-        .expect("page");
+        },
+    )
+    .expect("page");
     assert_eq!(failed, vec![c.clone()]);
-    let after = reader
-        .page(&PageFilter {
+    let after = page(
+        &mut *reader,
+        &PageFilter {
             before: Some(d.order_key()),
             limit: 1,
             ..everything()
-        })
-        .expect("page");
+        },
+    )
+    .expect("page");
     assert_eq!(after, vec![c.clone()], "after a cursor, limited");
-    let finished = reader
-        .page(&PageFilter {
+    let finished = page(
+        &mut *reader,
+        &PageFilter {
             finished_by: Some(101),
             ..everything()
-        })
-        .expect("page");
+        },
+    )
+    .expect("page");
     assert_eq!(finished, vec![a.clone()]);
-    let summaries = reader.summaries(&everything()).expect("summaries");
+    let summaries = summaries(&mut *reader, &everything()).expect("summaries");
     let summary = summaries
         .iter()
         .find(|s| s.job.id == a.id)
@@ -584,49 +595,59 @@ fn history_pages_filter_by_priority_and_id_prefix_in_either_order(b: &Backend) {
     let other = job(3, JobState::Succeeded);
     store.commit(&rows(&[&low, &high, &other])).expect("commit");
     let mut reader = b.reader();
-    let oldest = reader
-        .page(&PageFilter {
+    let oldest = page(
+        &mut *reader,
+        &PageFilter {
             oldest_first: true,
             ..everything()
-        })
-        .expect("page");
+        },
+    )
+    .expect("page");
     let order: Vec<u64> = oldest.iter().map(|j| j.sequence).collect();
     assert_eq!(order, vec![1, 2, 3], "oldest first");
-    let after = reader
-        .page(&PageFilter {
+    let after = page(
+        &mut *reader,
+        &PageFilter {
             oldest_first: true,
             before: Some(low.order_key()),
             limit: 1,
             ..everything()
-        })
-        .expect("page");
+        },
+    )
+    .expect("page");
     assert_eq!(
         after,
         vec![high.clone()],
         "a cursor resumes towards newer jobs"
     );
-    let by_priority = reader
-        .page(&PageFilter {
+    let by_priority = page(
+        &mut *reader,
+        &PageFilter {
             priority: Some(Priority::Low),
             ..everything()
-        })
-        .expect("page");
+        },
+    )
+    .expect("page");
     assert_eq!(by_priority, vec![low.clone()]);
     let text = other.id.to_string();
-    let by_prefix = reader
-        .summaries(&PageFilter {
+    let by_prefix = summaries(
+        &mut *reader,
+        &PageFilter {
             id_prefix: Some(IdPrefix::parse(&text[..30]).expect("prefix")),
             ..everything()
-        })
-        .expect("summaries");
+        },
+    )
+    .expect("summaries");
     let found: Vec<JobId> = by_prefix.iter().map(|s| s.job.id).collect();
     assert_eq!(found, vec![other.id]);
-    let none = reader
-        .page(&PageFilter {
+    let none = page(
+        &mut *reader,
+        &PageFilter {
             id_prefix: Some(IdPrefix::parse("ffffffff").expect("prefix")),
             ..everything()
-        })
-        .expect("page");
+        },
+    )
+    .expect("page");
     assert!(none.is_empty());
 }
 
@@ -969,4 +990,20 @@ fn postgres_coordinators_starting_together_migrate_once() {
         1,
         "one lease row"
     );
+}
+
+/// A page read whole (the default budget is never reached here).
+fn page(reader: &mut dyn HistoryReader, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
+    let walked = reader.page(filter, &ReadBudget::default())?;
+    assert_eq!(walked.stopped_at, None, "a tiny page is read whole");
+    Ok(walked.rows)
+}
+
+fn summaries(
+    reader: &mut dyn HistoryReader,
+    filter: &PageFilter,
+) -> Result<Vec<StoredSummary>, StoreError> {
+    let walked = reader.summaries(filter, &ReadBudget::default())?;
+    assert_eq!(walked.stopped_at, None, "a tiny page is read whole");
+    Ok(walked.rows)
 }

@@ -178,6 +178,7 @@ impl<W: AsyncWrite + Unpin + 'static> ClientSession<W> {
             reply_to: ctx.address().recipient(),
             request_id,
             request,
+            peer: None,
         };
         // send + wait: a client flooding requests waits for mailbox room
         // instead of growing the coordinator's queue without bound.

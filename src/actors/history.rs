@@ -5,7 +5,9 @@
 
 use crate::protocol::JobId;
 use crate::scheduler::Job;
-use crate::store::{HistoryReader, JobReader, PageFilter, StoreError, StoredSummary};
+use crate::store::{
+    HistoryReader, JobReader, PageFilter, ReadBudget, StoreError, StoredSummary, Walked,
+};
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
 use std::path::Path;
 use std::sync::Mutex;
@@ -16,6 +18,17 @@ pub const DEFAULT_READERS: usize = 2;
 /// Name of each history reader thread.
 pub const HISTORY_THREAD: &str = "taskyard-history";
 
+/// How the coordinator shares the readers among the connections asking:
+/// in turn (see `FairQueue`), `readers` reads at once, at most
+/// `per_connection` waiting or running per client connection or HTTP peer
+/// address, `waiting` waiting in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadShares {
+    pub readers: usize,
+    pub per_connection: usize,
+    pub waiting: usize,
+}
+
 /// What to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HistoryQuery {
@@ -24,7 +37,7 @@ pub enum HistoryQuery {
     /// Several jobs (at most `MAX_BULK_JOBS`), each with its whole
     /// history; answered with `Found::Jobs` holding those the database has.
     Jobs(Vec<JobId>),
-    /// A page of jobs, newest first; answered with `Found::Jobs`.
+    /// A page of jobs, newest first; answered with `Found::Page`.
     Page(PageFilter),
     /// The same page without payloads, results and older attempts;
     /// answered with `Found::Summaries`.
@@ -38,7 +51,9 @@ pub enum Found {
     /// `None`: no such job (it expired, or never existed).
     Job(Option<Box<Job>>),
     Jobs(Vec<Job>),
-    Summaries(Vec<StoredSummary>),
+    /// A page, short with where it stopped if the read's budget ran out.
+    Page(Walked<Job>),
+    Summaries(Walked<StoredSummary>),
 }
 
 /// Coordinator → history pool: read what `query` asks for. One message
@@ -56,6 +71,7 @@ pub type HistoryLink = Recipient<ReadHistory>;
 /// One reader of the pool.
 pub struct History {
     reader: Box<dyn HistoryReader>,
+    budget: ReadBudget,
 }
 
 impl History {
@@ -63,16 +79,20 @@ impl History {
     /// (which must exist and be migrated), then starts one thread per
     /// connection. Fails before any thread starts if a connection cannot
     /// be opened.
-    pub fn start(path: &Path, readers: usize) -> Result<Addr<History>, StoreError> {
+    pub fn start(
+        path: &Path,
+        readers: usize,
+        budget: ReadBudget,
+    ) -> Result<Addr<History>, StoreError> {
         let opened = (0..readers.max(1))
             .map(|_| JobReader::open(path).map(|r| Box::new(r) as Box<dyn HistoryReader>))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(History::start_with(opened))
+        Ok(History::start_with(opened, budget))
     }
 
     /// Starts one thread per reader of `opened` (at least one), whatever
-    /// its backend.
-    pub fn start_with(opened: Vec<Box<dyn HistoryReader>>) -> Addr<History> {
+    /// its backend; each page read stops within `budget`.
+    pub fn start_with(opened: Vec<Box<dyn HistoryReader>>, budget: ReadBudget) -> Addr<History> {
         let readers = opened.len().max(1);
         // The factory runs once per thread; each takes one connection.
         let pool = Mutex::new(opened);
@@ -83,7 +103,7 @@ impl History {
                 .ok()
                 .and_then(|mut p| p.pop())
                 .expect("one connection was opened per reader thread");
-            History { reader }
+            History { reader, budget }
         })
     }
 }
@@ -105,10 +125,10 @@ impl Handler<ReadHistory> for History {
                 }
                 Ok(Found::Jobs(found))
             }
-            HistoryQuery::Page(filter) => Ok(Found::Jobs(self.reader.page(&filter)?)),
-            HistoryQuery::Summaries(filter) => {
-                Ok(Found::Summaries(self.reader.summaries(&filter)?))
-            }
+            HistoryQuery::Page(filter) => Ok(Found::Page(self.reader.page(&filter, &self.budget)?)),
+            HistoryQuery::Summaries(filter) => Ok(Found::Summaries(
+                self.reader.summaries(&filter, &self.budget)?,
+            )),
         }
     }
 }

@@ -100,8 +100,12 @@ impl CoordinatorServer {
             local_addr(&workers, "worker-listen")?,
         );
         let history = match postgres_readers {
-            None => History::start(&config.db_path, config.history_readers)?,
-            Some(readers) => History::start_with(readers),
+            None => History::start(
+                &config.db_path,
+                config.history_readers,
+                config.read_budget(),
+            )?,
+            Some(readers) => History::start_with(readers, config.read_budget()),
         };
         let coordinator = start_term(
             config,
@@ -275,7 +279,7 @@ pub(crate) fn start_term(
             .with_schedule_writes(persistence.clone().recipient())
             .with_epoch(links.epoch);
     if let Some(history) = links.history {
-        coordinator = coordinator.with_history(history, retention(config));
+        coordinator = coordinator.with_history(history, config.read_shares(), retention(config));
     }
     if let Some(watch) = links.fence_watch {
         coordinator = coordinator.with_fence_watch(watch);

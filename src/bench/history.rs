@@ -8,7 +8,7 @@ use crate::bench::seed::{seed, SeedPlan};
 use crate::bench::BenchError;
 use crate::protocol::{IdPrefix, JobState, Priority};
 use crate::store::postgres::{PgTarget, PostgresReader};
-use crate::store::{HistoryReader, JobReader, PageFilter};
+use crate::store::{HistoryReader, JobReader, PageFilter, ReadBudget};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -182,6 +182,12 @@ pub fn run(store: &HistoryStore, finished: u64) -> Result<HistoryReport, BenchEr
     })
 }
 
+/// The coordinator's default budget per page.
+const BUDGET: ReadBudget = ReadBudget {
+    time: std::time::Duration::from_millis(crate::store::read_budget::DEFAULT_BUDGET_MILLIS),
+    rows: crate::store::read_budget::DEFAULT_BUDGET_ROWS,
+};
+
 fn plain() -> PageFilter {
     PageFilter {
         limit: PAGE,
@@ -191,8 +197,9 @@ fn plain() -> PageFilter {
 
 /// The filters the CLI, API and dashboard offer, by name.
 fn filters_of(reader: &mut dyn HistoryReader) -> Result<Vec<(String, PageFilter)>, BenchError> {
-    let newest = reader.summaries(&plain()).map_err(failed)?;
+    let newest = reader.summaries(&plain(), &BUDGET).map_err(failed)?;
     let prefix = newest
+        .rows
         .first()
         .map(|s| s.job.id.to_string()[..8].to_string())
         .unwrap_or_else(|| "0".into());
@@ -241,19 +248,19 @@ fn time_pages(
         let mut cursor = None;
         for page in 1..=10 {
             let started = Instant::now();
-            let rows = reader
-                .summaries(&PageFilter {
-                    before: cursor,
-                    ..filter.clone()
-                })
-                .map_err(failed)?;
+            let resumed = PageFilter {
+                before: cursor,
+                ..filter.clone()
+            };
+            let walked = reader.summaries(&resumed, &BUDGET).map_err(failed)?;
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             match page {
                 1 => first.push(ms),
                 10 => tenth.push(ms),
                 _ => {}
             }
-            cursor = rows.last().map(|s| s.job.order_key());
+            let last = walked.rows.last().map(|s| s.job.order_key());
+            cursor = walked.stopped_at.or(last);
         }
     }
     Ok((median(&mut first), median(&mut tenth)))
@@ -273,14 +280,14 @@ fn plain_page_while_busy(
         let (stop, busy) = (Arc::clone(&stop), busy.clone());
         threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                let _ = own.summaries(&busy);
+                let _ = own.summaries(&busy, &BUDGET);
             }
         }));
     }
     let mut times = Vec::new();
     for _ in 0..(RUNS * 10) {
         let started = Instant::now();
-        reader.summaries(&plain()).map_err(failed)?;
+        reader.summaries(&plain(), &BUDGET).map_err(failed)?;
         times.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     stop.store(true, Ordering::Relaxed);
@@ -313,7 +320,7 @@ mod tests {
         assert!(report.to_text().contains("state=FAILED"));
         let reader = JobReader::open(&dir.path().join("h.db")).expect("reader");
         let failed = reader
-            .summaries(&PageFilter {
+            .summaries_unbudgeted(&PageFilter {
                 state: Some(JobState::Failed),
                 limit: 100,
                 ..PageFilter::default()

@@ -135,6 +135,23 @@ config_struct! {
         /// Threads (each with a read-only connection) answering reads of
         /// jobs no longer in memory.
         history_readers: usize = 2,
+        /// Longest a page of history is read as asked before it walks a
+        /// bounded stretch instead (history-read-rows jobs in its order)
+        /// and comes back short, with a cursor to go on: never an error.
+        /// 0: every page walks a bounded stretch.
+        history_read_budget_millis: u64 = crate::store::read_budget::DEFAULT_BUDGET_MILLIS,
+        /// Jobs a page of history walks, whatever they match, once its
+        /// time budget has run out.
+        history_read_rows: u64 = crate::store::read_budget::DEFAULT_BUDGET_ROWS,
+        /// Most history reads one client connection (or one HTTP peer
+        /// address) may have waiting or running; another is refused
+        /// ("overloaded"). Readers take the waiting reads of all
+        /// connections in turn, so one busy connection cannot starve
+        /// the others.
+        history_reads_per_connection: usize = 8,
+        /// Most history reads waiting for a reader, of all connections
+        /// together; another is refused ("overloaded").
+        history_reads_waiting: usize = 1024,
         /// SUCCEEDED and CANCELLED jobs are deleted this long after they
         /// finish (default 7 days), with their attempts and idempotency key.
         job_retention_millis: u64 = 7 * 24 * 60 * 60 * 1000,
@@ -176,6 +193,25 @@ config_struct! {
 }
 
 impl CoordinatorConfig {
+    /// What one page of history may cost (`history-read-budget-millis`,
+    /// `history-read-rows`).
+    pub fn read_budget(&self) -> crate::store::ReadBudget {
+        crate::store::ReadBudget {
+            time: std::time::Duration::from_millis(self.history_read_budget_millis),
+            rows: self.history_read_rows,
+        }
+    }
+
+    /// How history reads share the readers (`history-readers`,
+    /// `history-reads-per-connection`, `history-reads-waiting`).
+    pub fn read_shares(&self) -> crate::actors::history::ReadShares {
+        crate::actors::history::ReadShares {
+            readers: self.history_readers,
+            per_connection: self.history_reads_per_connection,
+            waiting: self.history_reads_waiting,
+        }
+    }
+
     /// The `[[schedule]]` definitions, each valid (see `check_schedules`).
     pub fn declared_schedules(&self) -> Vec<crate::protocol::ScheduleSpec> {
         self.schedule
@@ -341,6 +377,17 @@ impl Validate for CoordinatorConfig {
         at_least("max-payload-bytes", self.max_payload_bytes as u64, 1)?;
         at_least("max-connections", self.max_connections as u64, 1)?;
         at_least("history-readers", self.history_readers as u64, 1)?;
+        at_least("history-read-rows", self.history_read_rows, 100)?;
+        at_least(
+            "history-reads-per-connection",
+            self.history_reads_per_connection as u64,
+            1,
+        )?;
+        at_least(
+            "history-reads-waiting",
+            self.history_reads_waiting as u64,
+            1,
+        )?;
         if !(1..=16).contains(&self.postgres_write_connections) {
             return Err((
                 "postgres-write-connections".into(),

@@ -28,7 +28,7 @@ pub const MAX_PAGE: usize = crate::protocol::MAX_LIST_JOBS as usize;
 /// The hand-written OpenAPI 3 description of every route.
 pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 
-pub type Link = web::Data<CoordinatorLink>;
+pub use crate::http::link::Link;
 pub type ApiResult = Result<HttpResponse, ApiError>;
 
 /// `GET /api/jobs` query string. Every value is text, checked here so
@@ -107,7 +107,7 @@ pub async fn list_jobs(link: Link, params: web::Query<ListParams>) -> ApiResult 
     let query = params.into_inner().into_query()?;
     match link.request(ClientRequest::ListJobs(query)).await? {
         ClientResponse::Jobs(page) => Ok(HttpResponse::Ok().json(JobPageJson::of(&page))),
-        other => Err(ApiError::unexpected(other)),
+        other => Err(ApiError::refused(other)),
     }
 }
 
@@ -301,7 +301,7 @@ pub fn job_answer(response: ClientResponse) -> ApiResult {
             "already_finished",
             format!("job {job_id} is already {state}"),
         )),
-        other => Err(ApiError::unexpected(other)),
+        other => Err(ApiError::refused(other)),
     }
 }
 

@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::protocol::{ClientRequest, ClientResponse, LeaderAddresses};
 use actix::{Actor, Addr, Context, Handler, Message, MessageResult};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -181,6 +182,16 @@ impl CoordinatorLink {
     /// waits for its durable answer. `send` (not `do_send`): a flood of HTTP
     /// requests waits on the coordinator's bounded mailbox.
     pub async fn request(&self, request: ClientRequest) -> Result<ClientResponse, BridgeError> {
+        self.request_from(None, request).await
+    }
+
+    /// `request` on behalf of the HTTP peer at `peer`: the coordinator
+    /// shares its history readers out per peer.
+    pub async fn request_from(
+        &self,
+        peer: Option<IpAddr>,
+        request: ClientRequest,
+    ) -> Result<ClientResponse, BridgeError> {
         let coordinator = self.coordinator()?;
         let (tx, rx) = oneshot::channel();
         let request_id = self.bridge.send(ExpectClient(tx)).await.map_err(stopped)?;
@@ -188,6 +199,7 @@ impl CoordinatorLink {
             reply_to: self.bridge.clone().recipient(),
             request_id,
             request,
+            peer,
         };
         coordinator.send(command).await.map_err(stopped)?;
         match wait(rx, ANSWER_TIMEOUT).await? {

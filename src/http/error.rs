@@ -100,6 +100,19 @@ impl ApiError {
     }
 
     /// The coordinator answered with something this endpoint never expects.
+    /// A refusal of the whole request: invalid (400), overloaded (503),
+    /// else an answer the handler did not expect (500).
+    pub fn refused(response: crate::protocol::ClientResponse) -> Self {
+        use crate::protocol::ClientResponse;
+        match response {
+            ClientResponse::Invalid { reason } => ApiError::bad_request(reason),
+            ClientResponse::Overloaded { reason } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", reason)
+            }
+            other => ApiError::unexpected(other),
+        }
+    }
+
     pub fn unexpected(what: impl fmt::Debug) -> Self {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -203,7 +203,7 @@ async fn retry_filtered(
         };
         let (job_ids, refused) = match link.request(request).await? {
             ClientResponse::Requeued { job_ids, refused } => (job_ids, refused),
-            other => return Err(refusal_error(other)),
+            other => return Err(ApiError::refused(other)),
         };
         let last = job_ids.len() < MAX_REQUEUE_JOBS;
         all.done.extend(job_ids);
@@ -276,16 +276,6 @@ pub async fn queues(link: Link) -> ApiResult {
 fn bulk(response: ClientResponse) -> Result<BulkAnswer, ApiError> {
     match response {
         ClientResponse::Bulk(answer) => Ok(answer),
-        other => Err(refusal_error(other)),
-    }
-}
-
-fn refusal_error(response: ClientResponse) -> ApiError {
-    match response {
-        ClientResponse::Invalid { reason } => ApiError::bad_request(reason),
-        ClientResponse::Overloaded { reason } => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", reason)
-        }
-        other => ApiError::unexpected(other),
+        other => Err(ApiError::refused(other)),
     }
 }

@@ -16,6 +16,7 @@ pub mod error;
 pub mod exposition;
 pub mod health;
 pub mod job_actions;
+pub mod link;
 pub mod metrics;
 pub mod metrics_by_task_type;
 pub mod process_metrics;

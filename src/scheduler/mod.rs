@@ -6,6 +6,7 @@ pub mod control;
 pub mod counts;
 pub mod deletion;
 mod dirty;
+pub mod fair_queue;
 pub mod hash_map;
 pub mod job;
 pub mod lifecycle;

@@ -3,11 +3,13 @@
 //! the last committed state while a write transaction is open).
 
 use super::read::{read_row, with_stored_attempts, COLUMNS};
+use super::read_budget::{walk_within, ReadBudget, Walked};
 use super::StoreError;
 use crate::protocol::{IdPrefix, JobId, JobState, Priority};
 use crate::scheduler::{Job, OrderKey};
-use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params_from_iter, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// What a history reader thread reads through, whatever the backend
 /// (SQLite's `JobReader`, PostgreSQL's `PostgresReader`): each read sees
@@ -17,11 +19,17 @@ pub trait HistoryReader: Send + 'static {
     /// The stored job with its whole history, if the database has it.
     fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError>;
     /// Up to `filter.limit` stored jobs, newest submission first; each
-    /// with its whole history.
-    fn page(&mut self, filter: &PageFilter) -> Result<Vec<Job>, StoreError>;
+    /// with its whole history. Within `budget`: a page that would cost
+    /// more comes back short, with where it stopped.
+    fn page(&mut self, filter: &PageFilter, budget: &ReadBudget)
+        -> Result<Walked<Job>, StoreError>;
     /// `page` without payloads, results and older attempts, with the
-    /// stored lengths (see `JobReader::summaries`).
-    fn summaries(&mut self, filter: &PageFilter) -> Result<Vec<StoredSummary>, StoreError>;
+    /// stored lengths (see `JobReader::summaries_unbudgeted`).
+    fn summaries(
+        &mut self,
+        filter: &PageFilter,
+        budget: &ReadBudget,
+    ) -> Result<Walked<StoredSummary>, StoreError>;
 }
 
 impl HistoryReader for JobReader {
@@ -29,12 +37,22 @@ impl HistoryReader for JobReader {
         JobReader::job(self, id)
     }
 
-    fn page(&mut self, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
-        JobReader::page(self, filter)
+    fn page(
+        &mut self,
+        filter: &PageFilter,
+        budget: &ReadBudget,
+    ) -> Result<Walked<Job>, StoreError> {
+        let select = |r: &mut Self, f: &PageFilter, deadline| r.page_rows(f, deadline);
+        walk_within(self, filter, budget, select, |r, f, n| r.frontier(f, n))
     }
 
-    fn summaries(&mut self, filter: &PageFilter) -> Result<Vec<StoredSummary>, StoreError> {
-        JobReader::summaries(self, filter)
+    fn summaries(
+        &mut self,
+        filter: &PageFilter,
+        budget: &ReadBudget,
+    ) -> Result<Walked<StoredSummary>, StoreError> {
+        let select = |r: &mut Self, f: &PageFilter, deadline| r.summary_rows(f, deadline);
+        walk_within(self, filter, budget, select, |r, f, n| r.frontier(f, n))
     }
 }
 
@@ -44,7 +62,7 @@ pub struct JobReader {
     path: PathBuf,
 }
 
-/// A stored job without its bytes (see [`JobReader::summaries`]), and how
+/// A stored job without its bytes (see [`JobReader::summaries_unbudgeted`]), and how
 /// long its payload and result are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSummary {
@@ -65,6 +83,9 @@ pub struct PageFilter {
     pub task_type: Option<String>,
     /// The cursor: the order key the page resumes after.
     pub before: Option<OrderKey>,
+    /// The last order key the page may reach (inclusive), in its order: a
+    /// read out of time walks a bounded stretch (see `read_budget`).
+    pub until: Option<OrderKey>,
     /// Only jobs that finished at or before this time (unix milliseconds).
     pub finished_by: Option<i64>,
     pub limit: usize,
@@ -105,11 +126,34 @@ impl PageFilter {
         out
     }
 
-    /// The cursor's comparison and the `ORDER BY` of this page's order.
-    pub fn order_sql(&self) -> (&'static str, &'static str) {
+    /// The conditions of the page's stretch of the order, like
+    /// `conditions`: after the cursor, and up to `until`.
+    pub fn range(&self) -> Vec<(String, Vec<FilterArg>)> {
+        let (after, up_to) = match self.oldest_first {
+            false => ("<", ">="),
+            true => (">", "<="),
+        };
+        [(after, self.before), (up_to, self.until)]
+            .into_iter()
+            .filter_map(|(compare, key)| {
+                let (sequence, submitted_at, id) = key?;
+                let sql = format!("(sequence, submitted_at, id) {compare} (?, ?, ?)");
+                let sequence = sequence.min(i64::MAX as u64) as i64;
+                let args = vec![
+                    FilterArg::Int(sequence),
+                    FilterArg::Int(submitted_at),
+                    FilterArg::Id(id),
+                ];
+                Some((sql, args))
+            })
+            .collect()
+    }
+
+    /// The `ORDER BY` of this page's order.
+    pub fn order_sql(&self) -> &'static str {
         match self.oldest_first {
-            false => ("<", "sequence DESC, submitted_at DESC, id DESC"),
-            true => (">", "sequence ASC, submitted_at ASC, id ASC"),
+            false => "sequence DESC, submitted_at DESC, id DESC",
+            true => "sequence ASC, submitted_at ASC, id ASC",
         }
     }
 }
@@ -147,17 +191,41 @@ impl JobReader {
     }
 
     /// Up to `filter.limit` stored jobs, newest submission first; each
-    /// with its whole history.
-    pub fn page(&self, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
-        let jobs = self.select(filter, COLUMNS, read_row)?;
-        jobs.into_iter().map(|job| self.with_history(job)).collect()
+    /// with its whole history. No budget: however long it takes.
+    pub fn page_unbudgeted(&self, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
+        Ok(self.page_rows(filter, None)?.unwrap_or_default())
     }
 
     /// `page` without the bytes: each job's payload and result are left
     /// empty (a result present stays `Some`), its history holds only the
     /// last attempt, and the stored lengths come beside it. What a list of
     /// summaries needs, without reading a payload or result from disk.
-    pub fn summaries(&self, filter: &PageFilter) -> Result<Vec<StoredSummary>, StoreError> {
+    pub fn summaries_unbudgeted(
+        &self,
+        filter: &PageFilter,
+    ) -> Result<Vec<StoredSummary>, StoreError> {
+        Ok(self.summary_rows(filter, None)?.unwrap_or_default())
+    }
+
+    /// `page`, or `None` if `deadline` passed first.
+    fn page_rows(
+        &self,
+        filter: &PageFilter,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<Job>>, StoreError> {
+        let Some(jobs) = self.select(filter, COLUMNS, read_row, deadline)? else {
+            return Ok(None);
+        };
+        let jobs = jobs.into_iter().map(|job| self.with_history(job));
+        Ok(Some(jobs.collect::<Result<_, _>>()?))
+    }
+
+    /// `summaries`, or `None` if `deadline` passed first.
+    fn summary_rows(
+        &self,
+        filter: &PageFilter,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<StoredSummary>>, StoreError> {
         let columns = format!(
             "{}, length(payload), length(result)",
             COLUMNS.replacen("payload", "x'' AS payload", 1).replacen(
@@ -166,7 +234,7 @@ impl JobReader {
                 1
             )
         );
-        self.select(filter, &columns, |row| {
+        let read = |row: &rusqlite::Row<'_>| {
             Ok(StoredSummary {
                 job: read_row(row)?,
                 payload_bytes: row
@@ -177,25 +245,67 @@ impl JobReader {
                     .get::<_, Option<i64>>(SUMMARY_LENGTHS + 1)?
                     .map(|n| n.max(0) as u64),
             })
-        })
+        };
+        self.select(filter, &columns, read, deadline)
     }
 
     /// The rows of `filter`'s page, newest submission first, as `columns`
-    /// read by `read`.
+    /// read by `read`; `None` if SQLite was stopped at `deadline`. A page
+    /// bounded by `until` walks the listing order, whatever the filter.
     fn select<T>(
         &self,
         filter: &PageFilter,
         columns: &str,
         read: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    ) -> Result<Vec<T>, StoreError> {
-        let walk_order = self.prefix_is_dense(filter)?;
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<T>>, StoreError> {
+        let walk_order = filter.until.is_some() || self.prefix_is_dense(filter)?;
         let (query, args) = page_query(filter, columns, walk_order);
         let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
+        if let Some(deadline) = deadline {
+            let out_of_time = move || Instant::now() >= deadline;
+            self.conn
+                .progress_handler(PROGRESS_STEPS, Some(out_of_time));
+        }
         let rows = stmt
             .query_map(params_from_iter(args), read)
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
+        self.conn.progress_handler(0, None::<fn() -> bool>);
+        match rows {
+            Ok(rows) => Ok(Some(rows)),
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::OperationInterrupted) => Ok(None),
+            Err(e) => Err(self.error(e)),
+        }
+    }
+
+    /// The order key `n` jobs after `filter`'s cursor in its order,
+    /// whatever they match, if more jobs follow it (see `read_budget`).
+    fn frontier(&self, filter: &PageFilter, n: u64) -> Result<Option<OrderKey>, StoreError> {
+        let bare = PageFilter {
+            before: filter.before,
+            oldest_first: filter.oldest_first,
+            limit: 2,
+            ..PageFilter::default()
+        };
+        let (query, mut args) = page_query(&bare, "sequence, submitted_at, id", true);
+        let query = format!("{query} OFFSET ?");
+        args.push((n.saturating_sub(1).min(i64::MAX as u64) as i64).into());
+        let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
+        let keys = stmt
+            .query_map(params_from_iter(args), |row| {
+                let sequence: i64 = row.get(0)?;
+                let id: String = row.get(2)?;
+                Ok((sequence, row.get::<_, i64>(1)?, id))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| self.error(e))?;
-        rows.collect::<rusqlite::Result<_>>()
-            .map_err(|e| self.error(e))
+        let [(sequence, submitted_at, id), _] = &keys[..] else {
+            return Ok(None);
+        };
+        let id = id
+            .parse::<JobId>()
+            .map_err(|e| StoreError::sqlite(&self.path, format!("job id {id:?}: {e}")))?;
+        Ok(Some(((*sequence).max(0) as u64, *submitted_at, id)))
     }
 
     /// Whether the page of an id prefix (and no other indexed filter)
@@ -255,19 +365,13 @@ pub(crate) fn page_query(
     let mut args: Vec<rusqlite::types::Value> = Vec::new();
     for (sql, values) in filter.conditions() {
         conditions.push(sql);
-        args.extend(values.into_iter().map(|value| match value {
-            FilterArg::Text(text) => text.into(),
-            FilterArg::Int(n) => n.into(),
-            FilterArg::Id(id) => id.to_string().into(),
-        }));
+        args.extend(values.into_iter().map(sql_value));
     }
-    let (compare, order_by) = filter.order_sql();
-    if let Some((sequence, submitted_at, id)) = filter.before {
-        conditions.push(format!("(sequence, submitted_at, id) {compare} (?, ?, ?)"));
-        args.push((sequence as i64).into());
-        args.push(submitted_at.into());
-        args.push(id.to_string().into());
+    for (sql, values) in filter.range() {
+        conditions.push(sql);
+        args.extend(values.into_iter().map(sql_value));
     }
+    let order_by = filter.order_sql();
     let filter_sql = match conditions.is_empty() {
         true => String::new(),
         false => format!("WHERE {}", conditions.join(" AND ")),
@@ -280,6 +384,17 @@ pub(crate) fn page_query(
     let query = format!("SELECT {columns} FROM {table} {filter_sql} ORDER BY {order_by} LIMIT ?");
     (query, args)
 }
+
+fn sql_value(value: FilterArg) -> rusqlite::types::Value {
+    match value {
+        FilterArg::Text(text) => text.into(),
+        FilterArg::Int(n) => n.into(),
+        FilterArg::Id(id) => id.to_string().into(),
+    }
+}
+
+/// SQLite instructions between two looks at a read's deadline.
+const PROGRESS_STEPS: i32 = 1_000;
 
 #[cfg(test)]
 #[path = "history_plan_tests.rs"]

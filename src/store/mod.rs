@@ -9,6 +9,7 @@ pub mod history;
 pub mod owner_lock;
 pub mod postgres;
 mod read;
+pub mod read_budget;
 pub mod schedules;
 pub mod schema;
 mod startup;
@@ -20,6 +21,7 @@ pub use backend::Store;
 pub use expiry::{ExpiredJob, ExpiryCutoffs};
 pub use history::{HistoryReader, JobReader, PageFilter, StoredSummary};
 pub use postgres::PostgresStore;
+pub use read_budget::{ReadBudget, Walked};
 
 #[cfg(test)]
 mod counts_tests;

@@ -106,7 +106,7 @@ fn history_reads_a_job_with_its_attempts_and_pages_newest_first() {
             limit: 3,
             ..PageFilter::default()
         };
-        let found = reader.page(&filter).expect("page");
+        let found = reader.page_unbudgeted(&filter).expect("page");
         found.iter().map(|j| j.sequence).collect::<Vec<_>>()
     };
     assert_eq!(page(None, None), vec![53, 52, 51]);
@@ -122,8 +122,8 @@ fn history_reads_a_job_with_its_attempts_and_pages_newest_first() {
         limit: 100,
         ..PageFilter::default()
     };
-    let whole = reader.page(&filter).expect("page");
-    let summaries = reader.summaries(&filter).expect("summaries");
+    let whole = reader.page_unbudgeted(&filter).expect("page");
+    let summaries = reader.summaries_unbudgeted(&filter).expect("summaries");
     assert_eq!(summaries.len(), whole.len());
     for (summary, job) in summaries.iter().zip(&whole) {
         assert_eq!(summary.job.id, job.id);

@@ -134,7 +134,8 @@ impl Handler<ClientCommand> for Coordinator {
             return Delivery::Client(m.reply_to, answer).deliver();
         }
         if let Some(read) = self.history_read(&m.request) {
-            return self.read_history(read, Reply::Client(m.reply_to, m.request_id), ctx);
+            let reply = Reply::Client(m.reply_to, m.request_id);
+            return self.read_history(read, reply, m.peer, ctx);
         }
         if let ClientRequest::Delete { job_ids } = m.request {
             return self.delete_named(job_ids, false, m.reply_to, m.request_id, ctx);
@@ -169,7 +170,8 @@ impl Handler<Query> for Coordinator {
             return;
         }
         if let Some(read) = self.history_page(&m.query) {
-            return self.read_history(read, Reply::Query(m.reply_to, m.request_id), ctx);
+            let reply = Reply::Query(m.reply_to, m.request_id);
+            return self.read_history(read, reply, None, ctx);
         }
         let now = self.now();
         // During an outage counters and depths are answered at once, so an

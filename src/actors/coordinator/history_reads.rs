@@ -37,22 +37,75 @@ use super::handlers::chunk_response;
 use super::job_admin::resolved;
 use super::messages::QueryKind;
 use super::Coordinator;
-use crate::actors::history::{Found, HistoryQuery, ReadHistory};
+use crate::actors::history::{Found, HistoryLink, HistoryQuery, ReadHistory, ReadShares};
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
 use crate::protocol::id_prefix::MAX_CANDIDATES;
 use crate::protocol::{
     ByteField, ClientRequest, ClientResponse, IdPrefix, JobId, JobList, JobState, ListOrder,
     ListQuery, MAX_BULK_JOBS, MAX_REQUEUE_JOBS,
 };
+use crate::scheduler::fair_queue::FairQueue;
 use crate::scheduler::{Job, JobPage, PageCursor};
-use crate::store::PageFilter;
+use crate::store::{PageFilter, Walked};
 use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 /// Where the answer to a request goes.
 pub(super) enum Reply {
     Client(Recipient<ClientAnswer>, u64),
     Query(Recipient<QueryAnswer>, u64),
+}
+
+impl Reply {
+    /// The answer to a read refused before it was sent to the pool.
+    fn refusal(self, reason: String) -> Delivery {
+        match self {
+            Reply::Client(to, request_id) => {
+                client_delivery(to, request_id, ClientResponse::Overloaded { reason })
+            }
+            Reply::Query(to, request_id) => {
+                let result = QueryResult::NotReady { reason };
+                Delivery::Query(to, QueryAnswer { request_id, result })
+            }
+        }
+    }
+}
+
+fn client_delivery(
+    to: Recipient<ClientAnswer>,
+    request_id: u64,
+    response: ClientResponse,
+) -> Delivery {
+    Delivery::Client(
+        to,
+        ClientAnswer {
+            request_id,
+            response,
+        },
+    )
+}
+
+/// Who a history read is for, as the readers are shared (`FairQueue`):
+/// an HTTP peer address, else the connection its answer goes to.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(super) enum ReadSource {
+    Peer(IpAddr),
+    Client(Recipient<ClientAnswer>),
+    Query(Recipient<QueryAnswer>),
+}
+
+/// The history readers and the reads waiting for one.
+pub(super) struct HistoryPool {
+    link: HistoryLink,
+    queue: FairQueue<ReadSource, (HistoryRead, Reply)>,
+}
+
+impl HistoryPool {
+    pub(super) fn new(link: HistoryLink, shares: ReadShares) -> HistoryPool {
+        let queue = FairQueue::new(shares.readers, shares.per_connection, shares.waiting);
+        HistoryPool { link, queue }
+    }
 }
 
 /// A request answered from the database.
@@ -233,28 +286,61 @@ impl Coordinator {
         }
     }
 
-    /// Sends the read to the pool; its answer is delivered through the
-    /// outbox when it comes back. Never waits.
+    /// Queues the read for the pool behind those of the same source
+    /// (`peer`, else the connection `reply` goes to); its answer is
+    /// delivered through the outbox when it comes back. A source with too
+    /// many reads waiting or running is answered "overloaded" at once.
+    /// Never waits.
     pub(super) fn read_history(
         &mut self,
         read: HistoryRead,
         reply: Reply,
+        peer: Option<IpAddr>,
         ctx: &mut Context<Self>,
     ) {
-        let Some(pool) = self.history.clone() else {
+        let Some(pool) = self.history.as_mut() else {
             return;
         };
-        let sent = pool.send(ReadHistory {
-            query: read.query(),
-        });
-        ctx.spawn(sent.into_actor(self).map(move |answer, act, ctx| {
-            let found = match answer {
-                Ok(Ok(found)) => Ok(found),
-                Ok(Err(e)) => Err(format!("reading history: {e}")),
-                Err(e) => Err(format!("history readers unavailable: {e}")),
+        let source = match (peer, &reply) {
+            (Some(ip), _) => ReadSource::Peer(ip),
+            (None, Reply::Client(to, _)) => ReadSource::Client(to.clone()),
+            (None, Reply::Query(to, _)) => ReadSource::Query(to.clone()),
+        };
+        if let Err((refused, (_, reply))) = pool.queue.push(source, (read, reply)) {
+            let reason = format!(
+                "history reads: {refused} (history-reads-per-connection, history-reads-waiting)"
+            );
+            let delivery = reply.refusal(reason);
+            return self.finish(Some(delivery), ctx);
+        }
+        self.start_reads(ctx);
+    }
+
+    /// Sends queued reads to the pool while a reader is free.
+    fn start_reads(&mut self, ctx: &mut Context<Self>) {
+        loop {
+            let Some(pool) = self.history.as_mut() else {
+                return;
             };
-            act.history_arrived(read, found, reply, ctx);
-        }));
+            let Some((source, (read, reply))) = pool.queue.take() else {
+                return;
+            };
+            let sent = pool.link.send(ReadHistory {
+                query: read.query(),
+            });
+            ctx.spawn(sent.into_actor(self).map(move |answer, act, ctx| {
+                if let Some(pool) = act.history.as_mut() {
+                    pool.queue.done(&source);
+                }
+                let found = match answer {
+                    Ok(Ok(found)) => Ok(found),
+                    Ok(Err(e)) => Err(format!("reading history: {e}")),
+                    Err(e) => Err(format!("history readers unavailable: {e}")),
+                };
+                act.history_arrived(read, found, reply, ctx);
+                act.start_reads(ctx);
+            }));
+        }
     }
 
     /// Answers a request whose read came back; a deletion by filter goes
@@ -268,11 +354,12 @@ impl Coordinator {
     ) {
         if let (
             HistoryRead::DeleteFinished(filter),
-            Ok(Found::Summaries(rows)),
+            Ok(Found::Summaries(walked)),
             Reply::Client(to, id),
         ) = (&read, &found, &reply)
         {
-            let more = rows.len() >= filter.limit;
+            let rows = &walked.rows;
+            let more = rows.len() >= filter.limit || walked.stopped_at.is_some();
             // A job memory holds in another state now (requeued) is not
             // deleted: its stored row is about to change.
             let ids = rows
@@ -302,8 +389,9 @@ impl Coordinator {
                     (HistoryRead::Requeue(job_id), Ok(Found::Job(job))) => {
                         self.requeue_stored(job_id, job)
                     }
-                    (HistoryRead::RequeueFailed(filter), Ok(Found::Jobs(jobs))) => {
-                        self.requeue_failed_stored(&filter, jobs)
+                    // A page the budget stopped short requeues what it found.
+                    (HistoryRead::RequeueFailed(filter), Ok(Found::Page(walked))) => {
+                        self.requeue_failed_stored(&filter, walked.rows)
                     }
                     (HistoryRead::RequeueJobs(ids), Ok(Found::Jobs(jobs))) => {
                         let now = self.now();
@@ -312,28 +400,22 @@ impl Coordinator {
                         }
                         ClientResponse::Bulk(self.requeue_each(&ids, now))
                     }
-                    (HistoryRead::Resolve(prefix), Ok(Found::Summaries(rows))) => {
+                    (HistoryRead::Resolve(prefix), Ok(Found::Summaries(walked))) => {
                         let mut ids = self.state.ids_with_prefix(&prefix, MAX_CANDIDATES + 1);
-                        ids.extend(rows.iter().map(|row| row.job.id));
+                        ids.extend(walked.rows.iter().map(|row| row.job.id));
                         resolved(prefix, ids)
                     }
                     (read, Ok(found)) => self.client_response(read, found),
                     (_, Err(reason)) => ClientResponse::Overloaded { reason },
                 };
-                Delivery::Client(
-                    to,
-                    ClientAnswer {
-                        request_id,
-                        response,
-                    },
-                )
+                client_delivery(to, request_id, response)
             }
             Reply::Query(to, request_id) => {
                 let result = match (read, found) {
-                    (HistoryRead::Page { filter, limit }, Ok(Found::Jobs(jobs))) => {
+                    (HistoryRead::Page { filter, limit }, Ok(Found::Page(walked))) => {
                         let now = self.now();
                         let (jobs, next) =
-                            self.page_of(&filter, jobs, limit, |job| self.state.view(job, now));
+                            self.page_of(&filter, walked, limit, |job| self.state.view(job, now));
                         QueryResult::Jobs(JobPage {
                             jobs,
                             next,
@@ -365,14 +447,11 @@ impl Coordinator {
                 None => ClientResponse::NotFound { job_id },
             },
             (HistoryRead::List { filter, limit }, Found::Summaries(stored)) => {
-                let mut sizes = HashMap::with_capacity(stored.len());
-                let jobs = stored
-                    .into_iter()
-                    .map(|s| {
-                        sizes.insert(s.job.id, (s.payload_bytes, s.result_bytes));
-                        s.job
-                    })
-                    .collect();
+                let mut sizes = HashMap::with_capacity(stored.rows.len());
+                let jobs = stored.map(|s| {
+                    sizes.insert(s.job.id, (s.payload_bytes, s.result_bytes));
+                    s.job
+                });
                 // A job memory holds is shown as memory has it; one read
                 // without its bytes gets the stored lengths.
                 let (jobs, next) = self.page_of(&filter, jobs, limit, |job| {
@@ -452,20 +531,22 @@ impl Coordinator {
     /// memory's version of each job still held, dropped if it no longer
     /// matches the filter (or, defensively, if its order key changed: no
     /// transition changes it today). At most `limit` of them, and the cursor of the
-    /// next page when the read found more.
+    /// next page when the read found more, or stopped short of the end
+    /// (its budget ran out: the page may hold fewer than `limit`, even none).
     fn page_of<T>(
         &self,
         filter: &PageFilter,
-        mut jobs: Vec<Job>,
+        walked: Walked<Job>,
         limit: usize,
         show: impl Fn(&Job) -> T,
     ) -> (Vec<T>, Option<PageCursor>) {
+        let mut jobs = walked.rows;
         let more = jobs.len() > limit;
         jobs.truncate(limit);
-        let next = jobs
-            .last()
-            .filter(|_| more)
-            .map(|job| PageCursor(job.order_key()));
+        let next = match more {
+            true => jobs.last().map(|job| PageCursor(job.order_key())),
+            false => walked.stopped_at.map(PageCursor),
+        };
         let shown = jobs
             .into_iter()
             .filter_map(|job| match self.state.job(job.id) {

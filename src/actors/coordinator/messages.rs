@@ -84,6 +84,9 @@ pub struct ClientCommand {
     pub reply_to: Recipient<ClientAnswer>,
     pub request_id: u64,
     pub request: ClientRequest,
+    /// The HTTP peer's address (none over TCP, where the connection
+    /// itself is the peer): history reads are shared out per peer.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 /// HTTP API → coordinator: a read the wire protocol has no request for.

@@ -14,7 +14,7 @@ pub mod messages;
 mod schedule_passes;
 mod schedules;
 
-use crate::actors::history::HistoryLink;
+use crate::actors::history::{HistoryLink, ReadShares};
 use crate::actors::outbox::{Delivery, SendToWorker};
 use crate::actors::persistence::{CommitBatch, DeleteJobs, ExpireJobs, PersistenceLink, StageRows};
 use crate::clock::{Clock, Now};
@@ -65,9 +65,10 @@ pub struct Coordinator {
     sessions: HashMap<SessionId, Recipient<SendToWorker>>,
     /// The armed coalescing timer, if a batch is being held back.
     coalesce_timer: Option<SpawnHandle>,
-    /// The history reader pool. Without one, every finished job stays in
-    /// memory and every read is answered from it.
-    history: Option<HistoryLink>,
+    /// The history reader pool and the reads waiting for it. Without
+    /// one, every finished job stays in memory and every read is answered
+    /// from it.
+    history: Option<history_reads::HistoryPool>,
     /// Deletion of expired jobs; none: finished jobs are kept forever.
     expiry: Option<expiry::ExpiryRun>,
     /// Where deletions asked for by clients go; none: they are refused.
@@ -182,8 +183,14 @@ impl Coordinator {
     /// Reads jobs that are not in memory through `history`, and keeps in
     /// memory only the finished jobs `retention` allows (evicted by the
     /// sweep once their rows are durable).
-    pub fn with_history(mut self, history: HistoryLink, retention: Retention) -> Self {
-        self.history = Some(history);
+    /// `shares`: how the readers are shared among connections.
+    pub fn with_history(
+        mut self,
+        history: HistoryLink,
+        shares: ReadShares,
+        retention: Retention,
+    ) -> Self {
+        self.history = Some(history_reads::HistoryPool::new(history, shares));
         self.state.set_retention(retention);
         self
     }

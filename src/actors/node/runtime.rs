@@ -282,7 +282,7 @@ impl Handler<Recovered> for Node {
         let links = TermLinks {
             history: opened
                 .history
-                .map(|readers| History::start_with(readers).recipient()),
+                .map(|readers| History::start_with(readers, self.config.read_budget()).recipient()),
             fence_watch: Some(ctx.address().recipient()),
             epoch: m.epoch,
             trust: Some(self.trust.clone()),

@@ -5,11 +5,15 @@ use super::connect::{error_text, PgTarget};
 use super::read::{attempts_of, job_from, with_last_attempt, ATTEMPT_COLUMNS, COLUMNS};
 use crate::protocol::JobId;
 use crate::scheduler::Job;
+use crate::scheduler::OrderKey;
 use crate::store::history::FilterArg;
 use crate::store::history::HistoryReader;
+use crate::store::read_budget::{walk_within, ReadBudget, Walked};
 use crate::store::{PageFilter, StoreError, StoredSummary};
+use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::Client;
+use std::time::Instant;
 
 /// A history reader on a connection of its own (opened again after a
 /// loss, at the next read).
@@ -48,42 +52,27 @@ impl PostgresReader {
         StoreError::new(self.target.describe(), self.target.redact(&reason))
     }
 
-    /// Rows of `filter`'s page, newest submission first, as `columns`.
+    /// Rows of `filter`'s page, newest submission first, as `columns`;
+    /// `None` if PostgreSQL cancelled the read at `deadline`.
     fn select(
         &mut self,
         filter: &PageFilter,
         columns: &str,
-    ) -> Result<Vec<postgres::Row>, StoreError> {
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<postgres::Row>>, StoreError> {
         let mut conditions = Vec::new();
         let mut args: Vec<Box<dyn ToSql + Sync>> = Vec::new();
-        let arg = |sql: &str, value: Box<dyn ToSql + Sync>, args: &mut Vec<_>| {
-            args.push(value);
-            sql.replacen('?', &format!("${}", args.len()), 1)
-        };
-        for (sql, values) in filter.conditions() {
+        for (sql, values) in filter.conditions().into_iter().chain(filter.range()) {
             let mut sql = sql;
             for value in values {
-                let boxed: Box<dyn ToSql + Sync> = match value {
+                args.push(match value {
                     FilterArg::Text(text) => Box::new(text),
                     FilterArg::Int(n) => Box::new(n),
                     FilterArg::Id(id) => Box::new(id.0),
-                };
-                sql = arg(&sql, boxed, &mut args);
+                });
+                sql = sql.replacen('?', &format!("${}", args.len()), 1);
             }
             conditions.push(sql);
-        }
-        let (compare, order_by) = filter.order_sql();
-        if let Some((sequence, submitted_at, id)) = filter.before {
-            let n = args.len();
-            args.push(Box::new(sequence.min(i64::MAX as u64) as i64));
-            args.push(Box::new(submitted_at));
-            args.push(Box::new(id.0));
-            conditions.push(format!(
-                "(sequence, submitted_at, id) {compare} (${}, ${}, ${})",
-                n + 1,
-                n + 2,
-                n + 3
-            ));
         }
         let where_sql = match conditions.is_empty() {
             true => String::new(),
@@ -91,12 +80,74 @@ impl PostgresReader {
         };
         args.push(Box::new(filter.limit.min(i64::MAX as usize) as i64));
         let query = format!(
-            "SELECT {columns} FROM taskyard.jobs {where_sql} ORDER BY {order_by} LIMIT ${}",
+            "SELECT {columns} FROM taskyard.jobs {where_sql} ORDER BY {} LIMIT ${}",
+            filter.order_sql(),
             args.len()
         );
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a.as_ref()).collect();
-        let rows = self.client()?.query(&query, &params);
-        rows.map_err(|e| self.fail(error_text(&e)))
+        // 0: no limit; a deadline already past still gets a millisecond.
+        let timeout = deadline.map_or(0, |d| {
+            d.saturating_duration_since(Instant::now())
+                .as_millis()
+                .max(1)
+        });
+        let client = self.client()?;
+        let read = (|| {
+            let mut tx = client
+                .transaction()
+                .map_err(|e| Unread::Failed(error_text(&e)))?;
+            tx.batch_execute(&format!("SET LOCAL statement_timeout = {timeout}"))
+                .map_err(|e| Unread::Failed(error_text(&e)))?;
+            let rows = tx.query(&query, &params).map_err(|e| match e.code() {
+                Some(&SqlState::QUERY_CANCELED) => Unread::OutOfTime,
+                _ => Unread::Failed(error_text(&e)),
+            })?;
+            tx.commit().map_err(|e| Unread::Failed(error_text(&e)))?;
+            Ok(rows)
+        })();
+        match read {
+            Ok(rows) => Ok(Some(rows)),
+            Err(Unread::OutOfTime) => Ok(None),
+            Err(Unread::Failed(reason)) => Err(self.fail(reason)),
+        }
+    }
+
+    /// The order key `n` jobs after `filter`'s cursor in its order,
+    /// whatever they match, if more jobs follow it (see `read_budget`).
+    fn frontier(&mut self, filter: &PageFilter, n: u64) -> Result<Option<OrderKey>, StoreError> {
+        let compare = if filter.oldest_first { ">" } else { "<" };
+        let order_by = filter.order_sql();
+        let offset = n.saturating_sub(1).min(i64::MAX as u64) as i64;
+        let found = match filter.before {
+            Some((sequence, submitted_at, id)) => {
+                let query = format!(
+                    "SELECT sequence, submitted_at, id FROM taskyard.jobs \
+                     WHERE (sequence, submitted_at, id) {compare} ($1, $2, $3) \
+                     ORDER BY {order_by} LIMIT 2 OFFSET $4"
+                );
+                let sequence = sequence.min(i64::MAX as u64) as i64;
+                self.client()?
+                    .query(&query, &[&sequence, &submitted_at, &id.0, &offset])
+            }
+            None => {
+                let query = format!(
+                    "SELECT sequence, submitted_at, id FROM taskyard.jobs \
+                     ORDER BY {order_by} LIMIT 2 OFFSET $1"
+                );
+                self.client()?.query(&query, &[&offset])
+            }
+        };
+        let found = found.map_err(|e| self.fail(error_text(&e)))?;
+        let [row, _] = &found[..] else {
+            return Ok(None);
+        };
+        let key = (|| {
+            let sequence: i64 = row.try_get(0)?;
+            let submitted_at: i64 = row.try_get(1)?;
+            let id: uuid::Uuid = row.try_get(2)?;
+            Ok::<_, postgres::Error>((sequence.max(0) as u64, submitted_at, JobId(id)))
+        })();
+        key.map(Some).map_err(|e| self.fail(e.to_string()))
     }
 
     /// `jobs` with the attempts stored apart from their rows.
@@ -128,17 +179,47 @@ impl HistoryReader for PostgresReader {
         Ok(self.with_histories(vec![job])?.pop())
     }
 
-    fn page(&mut self, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
-        let rows = self.select(filter, COLUMNS)?;
-        let jobs = rows
-            .iter()
-            .map(job_from)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.fail(e))?;
-        self.with_histories(jobs)
+    fn page(
+        &mut self,
+        filter: &PageFilter,
+        budget: &ReadBudget,
+    ) -> Result<Walked<Job>, StoreError> {
+        let walked = walk_within(self, filter, budget, Self::job_rows, Self::frontier)?;
+        let stopped_at = walked.stopped_at;
+        let rows = self.with_histories(walked.rows)?;
+        Ok(Walked { rows, stopped_at })
     }
 
-    fn summaries(&mut self, filter: &PageFilter) -> Result<Vec<StoredSummary>, StoreError> {
+    fn summaries(
+        &mut self,
+        filter: &PageFilter,
+        budget: &ReadBudget,
+    ) -> Result<Walked<StoredSummary>, StoreError> {
+        walk_within(self, filter, budget, Self::summary_rows, Self::frontier)
+    }
+}
+
+impl PostgresReader {
+    /// The page's jobs (without their older attempts), or `None` if out
+    /// of time.
+    fn job_rows(
+        &mut self,
+        filter: &PageFilter,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<Job>>, StoreError> {
+        let Some(rows) = self.select(filter, COLUMNS, deadline)? else {
+            return Ok(None);
+        };
+        let jobs = rows.iter().map(job_from).collect::<Result<Vec<_>, _>>();
+        jobs.map(Some).map_err(|e| self.fail(e))
+    }
+
+    /// The page's summaries, or `None` if out of time.
+    fn summary_rows(
+        &mut self,
+        filter: &PageFilter,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<StoredSummary>>, StoreError> {
         let columns = format!(
             "{}, octet_length(payload)::bigint, octet_length(result)::bigint",
             COLUMNS
@@ -149,7 +230,9 @@ impl HistoryReader for PostgresReader {
                     1
                 )
         );
-        let rows = self.select(filter, &columns)?;
+        let Some(rows) = self.select(filter, &columns, deadline)? else {
+            return Ok(None);
+        };
         rows.iter()
             .map(|row| {
                 let payload: Option<i64> = row.try_get(26).map_err(|e| e.to_string())?;
@@ -161,6 +244,14 @@ impl HistoryReader for PostgresReader {
                 })
             })
             .collect::<Result<Vec<_>, String>>()
+            .map(Some)
             .map_err(|e| self.fail(e))
     }
+}
+
+/// Why a page's select returned no rows.
+enum Unread {
+    /// PostgreSQL cancelled it at its deadline (`statement_timeout`).
+    OutOfTime,
+    Failed(String),
 }
