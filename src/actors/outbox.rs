@@ -75,6 +75,21 @@ impl HeldEffect for Delivery {
 }
 
 impl Delivery {
+    /// The answer `response` to the client request `request_id`.
+    pub fn client(
+        to: Recipient<ClientAnswer>,
+        request_id: u64,
+        response: crate::protocol::ClientResponse,
+    ) -> Delivery {
+        Delivery::Client(
+            to,
+            ClientAnswer {
+                request_id,
+                response,
+            },
+        )
+    }
+
     /// Hands the message to its session's mailbox (unbounded: never blocks,
     /// never drops while the session lives).
     pub fn deliver(self) {

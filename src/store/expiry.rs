@@ -8,15 +8,7 @@ use super::{JobStore, StoreError};
 use crate::protocol::{JobId, JobState};
 use rusqlite::types::Value;
 
-/// Which finished jobs have expired: finished before these times (unix
-/// milliseconds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExpiryCutoffs {
-    /// SUCCEEDED and CANCELLED jobs (`job-retention-millis`).
-    pub finished_before: i64,
-    /// FAILED jobs (`failed-job-retention-millis`).
-    pub failed_before: i64,
-}
+pub use crate::scheduler::expiry_run::ExpiryCutoffs;
 
 /// A deleted job, with the idempotency key that expired with it and what
 /// it was counted as (its task type and stored state).

@@ -386,6 +386,7 @@ impl Handler<Sweep> for Coordinator {
         let more = self.state.sweep(now);
         self.evict_step(ctx);
         self.expire_if_due(now, ctx);
+        self.wake_deletions(ctx);
         self.finish_schedule_step(more, now, ctx);
     }
 }

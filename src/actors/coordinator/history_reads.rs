@@ -62,7 +62,7 @@ impl Reply {
     fn refusal(self, reason: String) -> Delivery {
         match self {
             Reply::Client(to, request_id) => {
-                client_delivery(to, request_id, ClientResponse::Overloaded { reason })
+                Delivery::client(to, request_id, ClientResponse::Overloaded { reason })
             }
             Reply::Query(to, request_id) => {
                 let result = QueryResult::NotReady { reason };
@@ -70,20 +70,6 @@ impl Reply {
             }
         }
     }
-}
-
-fn client_delivery(
-    to: Recipient<ClientAnswer>,
-    request_id: u64,
-    response: ClientResponse,
-) -> Delivery {
-    Delivery::Client(
-        to,
-        ClientAnswer {
-            request_id,
-            response,
-        },
-    )
 }
 
 /// Who a history read is for, as the readers are shared (`FairQueue`):
@@ -408,7 +394,7 @@ impl Coordinator {
                     (read, Ok(found)) => self.client_response(read, found),
                     (_, Err(reason)) => ClientResponse::Overloaded { reason },
                 };
-                client_delivery(to, request_id, response)
+                Delivery::client(to, request_id, response)
             }
             Reply::Query(to, request_id) => {
                 let result = match (read, found) {

@@ -15,22 +15,16 @@ use crate::protocol::{
     MAX_BULK_JOBS,
 };
 use crate::scheduler::deletion::refusal;
+use crate::scheduler::deletion_queue::{Settled, Tracked};
 use crate::scheduler::RequeueRefused;
 use crate::store::{ExpiredJob, StoreError};
 use actix::{ActorFutureExt, AsyncContext, Context, MailboxError, Recipient, WrapFuture};
 use slog::info;
-use std::time::Duration;
 
 /// Most deletions waiting for the database at once; another is answered
 /// `Overloaded`. Bounds the jobs marked as being deleted to this times
 /// `MAX_BULK_JOBS`.
 pub const MAX_DELETIONS_IN_FLIGHT: usize = 16;
-
-/// While rows of the next batch are staged the database cannot delete in
-/// a transaction of its own; the deletion is asked again after this pause,
-/// at most `BUSY_TRIES` times (two seconds in all).
-const BUSY_PAUSE: Duration = Duration::from_millis(5);
-const BUSY_TRIES: u32 = 400;
 
 /// A deletion sent to the database and the request it answers.
 pub(super) struct Deletion {
@@ -39,7 +33,6 @@ pub(super) struct Deletion {
     more: bool,
     reply_to: Recipient<ClientAnswer>,
     request_id: u64,
-    tries: u32,
 }
 
 /// `List` as the `ListJobs` it is a case of; anything else unchanged.
@@ -144,27 +137,11 @@ impl Coordinator {
         request_id: u64,
         ctx: &mut Context<Self>,
     ) {
-        let refuse = |response| {
-            Delivery::Client(
-                reply_to.clone(),
-                ClientAnswer {
-                    request_id,
-                    response,
-                },
-            )
-            .deliver()
-        };
         if self.deletion.is_none() {
-            return refuse(ClientResponse::Invalid {
+            let response = ClientResponse::Invalid {
                 reason: "deleting jobs needs the coordinator's database".into(),
-            });
-        }
-        if self.deletions_in_flight >= MAX_DELETIONS_IN_FLIGHT {
-            return refuse(ClientResponse::Overloaded {
-                reason: format!(
-                    "{MAX_DELETIONS_IN_FLIGHT} deletions are waiting for the database; try again"
-                ),
-            });
+            };
+            return self.finish(Some(Delivery::client(reply_to, request_id, response)), ctx);
         }
         let (candidates, refused) = self.state.deletable(&ids);
         if candidates.is_empty() {
@@ -173,63 +150,75 @@ impl Coordinator {
                 refused,
                 more,
             });
-            let answer = Delivery::Client(
-                reply_to,
-                ClientAnswer {
-                    request_id,
-                    response,
-                },
-            );
-            return self.finish(Some(answer), ctx);
+            return self.finish(Some(Delivery::client(reply_to, request_id, response)), ctx);
         }
-        self.state.deleting(&candidates);
-        self.deletions_in_flight += 1;
         let deletion = Deletion {
             candidates,
             refused,
             more,
             reply_to,
             request_id,
-            tries: 0,
         };
-        self.send_deletion(deletion, ctx);
+        match self.deletions.admit(deletion) {
+            Ok(sent) => {
+                self.state.deleting(&sent.deletion.candidates);
+                self.send_deletion(sent, ctx);
+            }
+            Err((reason, deletion)) => {
+                let response = ClientResponse::Overloaded { reason };
+                let refusal = Delivery::client(deletion.reply_to, deletion.request_id, response);
+                self.finish(Some(refusal), ctx);
+            }
+        }
     }
 
-    fn send_deletion(&mut self, deletion: Deletion, ctx: &mut Context<Self>) {
+    /// Sends the deletions parked on a busy database again (after a
+    /// commit was answered, or at a sweep).
+    pub(super) fn wake_deletions(&mut self, ctx: &mut Context<Self>) {
+        for parked in self.deletions.wake() {
+            self.send_deletion(parked, ctx);
+        }
+    }
+
+    fn send_deletion(&mut self, sent: Tracked<Deletion>, ctx: &mut Context<Self>) {
         let Some(link) = self.deletion.clone() else {
-            return self.deletion_answered(deletion, Err(MailboxError::Closed), ctx);
+            return self.deletion_answered(sent, Err(MailboxError::Closed), ctx);
         };
-        let sent = link.send(DeleteJobs {
-            ids: deletion.candidates.clone(),
+        let asked = link.send(DeleteJobs {
+            ids: sent.deletion.candidates.clone(),
         });
         ctx.spawn(
-            sent.into_actor(self)
-                .map(move |answer, act, ctx| act.deletion_answered(deletion, answer, ctx)),
+            asked
+                .into_actor(self)
+                .map(move |answer, act, ctx| act.deletion_answered(sent, answer, ctx)),
         );
     }
 
     /// Applies the database's answer: the deleted jobs leave memory and the
-    /// counts, and the request is answered; a busy database is asked again.
+    /// counts, and the request is answered; a busy database is asked
+    /// again later (see `DeletionQueue`).
     fn deletion_answered(
         &mut self,
-        mut deletion: Deletion,
+        sent: Tracked<Deletion>,
         answer: Result<Result<Option<Vec<ExpiredJob>>, StoreError>, MailboxError>,
         ctx: &mut Context<Self>,
     ) {
         let busy = matches!(answer, Ok(Ok(None)));
-        if busy && deletion.tries < BUSY_TRIES && !self.commits.is_stopping() {
-            deletion.tries += 1;
-            ctx.run_later(BUSY_PAUSE, move |act, ctx| act.send_deletion(deletion, ctx));
+        let stopping = self.commits.is_stopping();
+        let Some(settled) = self.deletions.answered(sent, busy, stopping) else {
             return;
-        }
-        let outcome = match answer {
-            Ok(Ok(Some(deleted))) => Ok(deleted),
-            Ok(Ok(None)) => Err("the database stayed busy; try again".to_string()),
-            Ok(Err(e)) => Err(format!("deleting failed: {e}")),
-            Err(e) => Err(format!("the database thread is unavailable: {e}")),
+        };
+        let (deletion, outcome) = match (settled, answer) {
+            (Settled::Answered(d), Ok(Ok(Some(deleted)))) => (d, Ok(deleted)),
+            (Settled::Answered(d), Ok(Err(e))) => (d, Err(format!("deleting failed: {e}"))),
+            (Settled::Answered(d), Err(e)) => {
+                (d, Err(format!("the database thread is unavailable: {e}")))
+            }
+            (Settled::Answered(d) | Settled::GaveUp(d), _) => {
+                (d, Err("the database stayed busy; try again".to_string()))
+            }
         };
         self.state.deleted(&deletion.candidates);
-        self.deletions_in_flight = self.deletions_in_flight.saturating_sub(1);
         let mut bulk = BulkAnswer {
             done: Vec::new(),
             refused: deletion.refused,
@@ -260,11 +249,9 @@ impl Coordinator {
                     .map(|&id| refusal(id, reason.clone())),
             ),
         }
-        let answer = ClientAnswer {
-            request_id: deletion.request_id,
-            response: ClientResponse::Bulk(bulk),
-        };
-        self.finish(Some(Delivery::Client(deletion.reply_to, answer)), ctx);
+        let response = ClientResponse::Bulk(bulk);
+        let delivery = Delivery::client(deletion.reply_to, deletion.request_id, response);
+        self.finish(Some(delivery), ctx);
     }
 }
 

@@ -6,7 +6,6 @@
 
 mod eviction_steps;
 mod expiry;
-mod group_commit;
 mod handlers;
 mod history_reads;
 mod job_admin;
@@ -19,6 +18,7 @@ use crate::actors::outbox::{Delivery, SendToWorker};
 use crate::actors::persistence::{CommitBatch, DeleteJobs, ExpireJobs, PersistenceLink, StageRows};
 use crate::clock::{Clock, Now};
 use crate::protocol::{CoordinatorToWorker, JobId};
+use crate::scheduler::deletion_queue::DeletionQueue;
 use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
 use actix::{
     Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Recipient, SpawnHandle, WrapFuture,
@@ -28,8 +28,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use expiry::ExpiryPolicy;
-pub use group_commit::{
+pub use crate::scheduler::expiry_run::ExpiryPolicy;
+pub use crate::scheduler::group_commit::{
     Command, CommitStats, GroupCommit, HeldEffect, Outage, RowSource, Timer, COMMIT_RETRY_DELAY,
     STAGE_MIN_ROWS,
 };
@@ -70,17 +70,17 @@ pub struct Coordinator {
     /// from it.
     history: Option<history_reads::HistoryPool>,
     /// Deletion of expired jobs; none: finished jobs are kept forever.
-    expiry: Option<expiry::ExpiryRun>,
+    expiry: Option<expiry::Expiry>,
     /// Where deletions asked for by clients go; none: they are refused.
     deletion: Option<Recipient<DeleteJobs>>,
     /// Deletions sent and not yet answered (at most
-    /// `job_admin::MAX_DELETIONS_IN_FLIGHT`).
-    deletions_in_flight: usize,
+    /// `job_admin::MAX_DELETIONS_IN_FLIGHT`), parked ones included.
+    deletions: DeletionQueue<job_admin::Deletion>,
     /// Where schedule changes are stored; none: they are refused.
     schedule_writes: Option<Recipient<crate::actors::persistence::WriteSchedule>>,
     /// Schedule passes between sweeps: the slot timer, and passes waiting
     /// for a commit.
-    passes: schedule_passes::SchedulePasses,
+    passes: schedule_passes::Passes,
 
     /// Told when a commit is fenced (another coordinator took the lease);
     /// none on SQLite, where nothing is fenced.
@@ -133,9 +133,9 @@ impl Coordinator {
             history: None,
             expiry: None,
             deletion: None,
-            deletions_in_flight: 0,
+            deletions: DeletionQueue::new(job_admin::MAX_DELETIONS_IN_FLIGHT),
             schedule_writes: None,
-            passes: schedule_passes::SchedulePasses::default(),
+            passes: schedule_passes::Passes::default(),
 
             on_fenced: None,
             deposed: false,
@@ -198,11 +198,9 @@ impl Coordinator {
     /// Deletes finished jobs (through `expire`, the persistence thread)
     /// once `policy` says they have expired; the sweep looks for them.
     pub fn with_expiry(mut self, expire: Recipient<ExpireJobs>, policy: ExpiryPolicy) -> Self {
-        self.expiry = Some(expiry::ExpiryRun {
+        self.expiry = Some(expiry::Expiry {
             link: expire,
-            policy,
-            next_at: i64::MIN,
-            in_flight: false,
+            run: crate::scheduler::expiry_run::ExpiryRun::new(policy),
         });
         self
     }
@@ -368,6 +366,7 @@ impl Coordinator {
                 act.evict_step(ctx);
             }
             act.schedule_pass_if_settled(ctx);
+            act.wake_deletions(ctx);
         }));
     }
 

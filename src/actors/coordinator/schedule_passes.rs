@@ -1,34 +1,16 @@
-//! When the coordinator decides schedule slots between sweeps:
-//! - a timer armed for the earliest due slot, so a slot fires when it
-//!   comes instead of at the next sweep (up to `sweep-interval-millis`
-//!   late);
-//! - when more schedules are due at once than one pass decides
-//!   (`SCHEDULES_PER_PASS`), one more pass as each commit is sent: 10,000
-//!   schedules on one cron slot go out a commit at a time, and requests
-//!   that arrive meanwhile are handled between the passes instead of
-//!   waiting behind one batch of 10,000 jobs. The pass decides while the
-//!   commit it follows is being written, so deciding and writing overlap
-//!   instead of taking turns (each pass's jobs go in the next commit).
+//! Driving schedule passes between sweeps (see `SchedulePasses`, which
+//! decides when): the actor runs the passes and the slot timer it asks for.
 
 use super::Coordinator;
 use crate::clock::Now;
+use crate::scheduler::schedule::passes::{PassCommand, SchedulePasses};
 use actix::{AsyncContext, Context, Handler, Message, SpawnHandle};
-use std::time::Duration;
 
-/// The furthest ahead a slot timer is armed; a later slot is armed by a
-/// sweep closer to it (a wall clock set back would otherwise hold a timer
-/// armed far ahead).
-const LONGEST_SLOT_TIMER: Duration = Duration::from_secs(60);
-
-/// The coordinator's pending schedule passes.
+/// The pending passes and the armed slot timer's handle.
 #[derive(Default)]
-pub(super) struct SchedulePasses {
-    /// The armed slot timer: the slot (wall ms) it is for, and its handle.
-    slot_timer: Option<(i64, SpawnHandle)>,
-    /// Another pass is wanted once the next commit is sent.
-    after_commit: bool,
-    /// A `SchedulePass` is in the mailbox.
-    queued: bool,
+pub(super) struct Passes {
+    machine: SchedulePasses,
+    slot_timer: Option<SpawnHandle>,
 }
 
 /// Coordinator → itself: decide the schedule slots that have come.
@@ -40,7 +22,7 @@ impl Handler<SchedulePass> for Coordinator {
     type Result = ();
 
     fn handle(&mut self, _: SchedulePass, ctx: &mut Context<Self>) {
-        self.passes.queued = false;
+        self.passes.machine.pass_started();
         if self.commits.is_stopping() || self.deposed {
             return;
         }
@@ -58,7 +40,7 @@ impl Coordinator {
     /// their way to the database before more are fired; and the slot
     /// timer is armed for the earliest slot still to come.
     pub(super) fn finish_schedule_step(&mut self, more: bool, now: Now, ctx: &mut Context<Self>) {
-        self.passes.after_commit |= more;
+        self.passes.machine.step_finished(more);
         self.finish(None, ctx);
         if let Some(write) = self.state.take_skipped_counts() {
             self.store_skipped_counts(write, ctx);
@@ -70,9 +52,8 @@ impl Coordinator {
     /// A commit was sent: the pass waiting for it goes, and decides while
     /// that commit is written.
     pub(super) fn schedule_pass_on_commit_sent(&mut self, ctx: &mut Context<Self>) {
-        if std::mem::take(&mut self.passes.after_commit) {
-            self.queue_schedule_pass(ctx);
-        }
+        let command = self.passes.machine.commit_sent();
+        self.run_passes(command, ctx);
     }
 
     /// After a step or a commit's end: when nothing waits for a commit
@@ -84,41 +65,36 @@ impl Coordinator {
         }
     }
 
-    fn queue_schedule_pass(&mut self, ctx: &mut Context<Self>) {
-        if !self.passes.queued {
-            self.passes.queued = true;
-            ctx.notify(SchedulePass);
-        }
+    /// Arms the slot timer for the earliest schedule slot after `now`,
+    /// as `SchedulePasses::arm` says.
+    pub(super) fn arm_slot_timer(&mut self, now: Now, ctx: &mut Context<Self>) {
+        let due = self.state.next_schedule_due();
+        let commands = self.passes.machine.arm(now.wall_ms, due);
+        self.run_passes(commands, ctx);
     }
 
-    /// Arms the slot timer for the earliest schedule slot after `now`,
-    /// unless one is armed for that slot or an earlier one.
-    pub(super) fn arm_slot_timer(&mut self, now: Now, ctx: &mut Context<Self>) {
-        let Some(due) = self.state.next_schedule_due() else {
-            return;
-        };
-        if due <= now.wall_ms
-            || self
-                .passes
-                .slot_timer
-                .as_ref()
-                .is_some_and(|(at, _)| *at <= due)
-        {
-            return; // due now (a pass or the next sweep decides it), or armed
+    fn run_passes(
+        &mut self,
+        commands: impl IntoIterator<Item = PassCommand>,
+        ctx: &mut Context<Self>,
+    ) {
+        for command in commands {
+            match command {
+                PassCommand::QueuePass => ctx.notify(SchedulePass),
+                PassCommand::CancelSlotTimer => {
+                    if let Some(handle) = self.passes.slot_timer.take() {
+                        ctx.cancel_future(handle);
+                    }
+                }
+                PassCommand::ArmSlotTimer(delay) => {
+                    let handle = ctx.run_later(delay, |act, ctx| {
+                        act.passes.slot_timer = None;
+                        let command = act.passes.machine.timer_fired();
+                        act.run_passes(command, ctx);
+                    });
+                    self.passes.slot_timer = Some(handle);
+                }
+            }
         }
-        // `now` is truncated to the millisecond: one more keeps the timer
-        // from waking just before the slot.
-        let delay = Duration::from_millis(due.abs_diff(now.wall_ms) + 1);
-        if delay > LONGEST_SLOT_TIMER {
-            return;
-        }
-        if let Some((_, handle)) = self.passes.slot_timer.take() {
-            ctx.cancel_future(handle);
-        }
-        let handle = ctx.run_later(delay, |act, ctx| {
-            act.passes.slot_timer = None;
-            act.queue_schedule_pass(ctx);
-        });
-        self.passes.slot_timer = Some((due, handle));
     }
 }

@@ -177,14 +177,7 @@ fn answer_stored(
         Ok(Err(e)) => store_refused(e.to_string()),
         Err(e) => store_refused(format!("the database thread is unavailable: {e}")),
     };
-    Delivery::Client(
-        reply_to,
-        ClientAnswer {
-            request_id,
-            response,
-        },
-    )
-    .deliver();
+    Delivery::client(reply_to, request_id, response).deliver();
 }
 
 fn store_refused(reason: String) -> ClientResponse {

@@ -19,6 +19,7 @@ pub use book::{Entry, ScheduleBook, ScheduleRefused, SkipReason};
 pub mod admin;
 pub mod firing;
 pub mod pass_memo;
+pub mod passes;
 pub use admin::{ScheduleWrite, SkippedCounts, StoredSchedule};
 
 /// Default of `max-schedules`.
