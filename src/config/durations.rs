@@ -202,8 +202,12 @@ impl<O: ConfigOptions> clap::Args for Durations<O> {
             else {
                 continue;
             };
-            let help = docs.iter().find(|k| k.key == key).map(|k| k.doc.clone());
-            let help = help.unwrap_or_default();
+            // One paragraph without its final period, as clap shows a doc comment.
+            let help = docs
+                .iter()
+                .find(|k| k.key == key)
+                .map(|k| k.doc.trim_end_matches('.').to_string())
+                .unwrap_or_default();
             cmd = cmd.arg(
                 clap::Arg::new(key.clone())
                     .long(key)

@@ -556,15 +556,16 @@ mod tests {
         f
     }
 
-    /// The retention keys `config/coordinator.toml` must list.
+    /// The retention keys `config/coordinator.toml` must list, as it
+    /// spells them (durations without `-millis`).
     const RETENTION_KEYS: [&str; 8] = [
         "retain-finished-in-memory",
-        "retain-finished-in-memory-millis",
+        "retain-finished-in-memory-for",
         "retain-finished-in-memory-bytes",
         "history-readers",
-        "job-retention-millis",
-        "failed-job-retention-millis",
-        "expiry-interval-millis",
+        "job-retention",
+        "failed-job-retention",
+        "expiry-interval",
         "expiry-batch-rows",
     ];
 
