@@ -84,3 +84,34 @@ fn a_declared_schedule_with_an_hour_out_of_range_names_the_field_and_value() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_duration_without_a_unit_or_in_both_spellings_names_the_key_and_value() {
+    let (code, stderr, file) = run_with_config(COORDINATOR, "heartbeat-timeout = \"6 sec\"\n");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{file}:1:21: key `heartbeat-timeout`: \"6 sec\" is not a duration \
+             (use 250ms, 30s, 5m, 1h, 7d)"
+        )),
+        "{stderr}"
+    );
+    let (code, stderr, file) = run_with_config(WORKER, "drain-timeout = 30\n");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{file}:1:17: key `drain-timeout`: 30 has no unit: write \"30ms\""
+        )),
+        "{stderr}"
+    );
+    let text = "heartbeat-timeout = \"6s\"\nheartbeat-timeout-millis = 6000\n";
+    let (code, stderr, file) = run_with_config(COORDINATOR, text);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{file}:2:28: key `heartbeat-timeout-millis`: set heartbeat-timeout or \
+             heartbeat-timeout-millis, not both"
+        )),
+        "{stderr}"
+    );
+}

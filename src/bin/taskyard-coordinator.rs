@@ -40,7 +40,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Runs the taskyard coordinator. Every config key is also a flag; flags
 /// override the file. Exit codes: 0 stopped cleanly, 1 stopped after
-/// shutdown-timeout-millis with changes not durable (commits failing), 2 bad
+/// shutdown-timeout with changes not durable (commits failing), 2 bad
 /// config or cannot start (database, listen address), 3 the database refused
 /// a commit for good (memory no longer matched it: restart to recover).
 #[derive(Parser)]

@@ -74,7 +74,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed_finished: u64,
     /// Make the --seed-finished jobs 8 days old, past the default
-    /// job-retention-millis (7 days), so expiry deletes them during the run.
+    /// job-retention (7 days), so expiry deletes them during the run.
     #[arg(long, requires = "seed_finished")]
     pub seed_expired: bool,
     /// With --coordinator: where the in-process workers connect (default:
@@ -166,7 +166,7 @@ pub struct TakeoverArgs {
     /// Times the leader is killed.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub runs: u32,
-    /// leader-lease-millis of both coordinators (default: the config's).
+    /// leader-lease of both coordinators, in milliseconds (default: the config's).
     #[arg(long, value_name = "MS",
           default_value_t = crate::config::CoordinatorConfig::default().leader_lease_millis)]
     pub lease_millis: u64,

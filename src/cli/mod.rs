@@ -198,7 +198,7 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "N", value_parser = limits::MAX_ATTEMPTS_RANGE.parser_u32())]
     pub max_attempts: Option<u32>,
     /// Per-attempt timeout: 250ms, 30s, 5m, 1h (a bare number is seconds)
-    /// [default: the coordinator's task-timeout-millis].
+    /// [default: the coordinator's task-timeout].
     #[arg(long, value_name = "DURATION", conflicts_with = "timeout_ms",
           value_parser = time::duration_within(limits::TIMEOUT_MS, 1000))]
     pub timeout: Option<u64>,

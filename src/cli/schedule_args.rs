@@ -61,7 +61,7 @@ pub struct ScheduleOptions {
     /// Attempts per job [default: the coordinator's default-max-attempts].
     #[arg(long, value_name = "N", value_parser = limits::MAX_ATTEMPTS_RANGE.parser_u32())]
     pub max_attempts: Option<u32>,
-    /// Per-attempt timeout [default: the coordinator's task-timeout-millis].
+    /// Per-attempt timeout [default: the coordinator's task-timeout].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<u64>,
     /// When the previous run is still active: skip, allow, buffer-one,

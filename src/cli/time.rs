@@ -167,7 +167,7 @@ pub fn duration_within(
 }
 
 /// Why text is no duration.
-enum DurationError {
+pub(crate) enum DurationError {
     /// More milliseconds than 64 bits hold.
     TooLong,
     Invalid(String),
@@ -181,7 +181,8 @@ pub fn parse_duration_as(text: &str, bare_unit_ms: u64) -> Result<u64, String> {
     })
 }
 
-fn millis_of(text: &str, bare_unit_ms: u64) -> Result<u64, DurationError> {
+/// Milliseconds of a duration, a bare number counting `bare_unit_ms` each.
+pub(crate) fn millis_of(text: &str, bare_unit_ms: u64) -> Result<u64, DurationError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);

@@ -2,13 +2,12 @@
 //! unusable or insecure configuration before anything is opened.
 
 use crate::config::{
-    at_least, at_most, fits_frame, frame_size, secret, within, ConfigOptions, Invalid, LogFormat,
-    LogLevel, PostgresUrl, StoreKind, Synchronous, Validate,
+    at_least, at_most, fits_frame, frame_size, secret, shown, within, ConfigOptions, Invalid,
+    LogFormat, LogLevel, PostgresUrl, StoreKind, Synchronous, Validate,
 };
 use crate::http::authority::Authority;
 use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
 use crate::security::Secret;
-use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -128,6 +127,7 @@ config_struct! {
         /// Most finished jobs kept in memory; older ones are read from the database.
         retain_finished_in_memory: usize = 10_000,
         /// Longest a finished job stays in memory.
+        #[duration_key = "retain-finished-in-memory-for"]
         retain_finished_in_memory_millis: u64 = 60_000,
         /// Most payload and result bytes of finished jobs kept in memory
         /// (default 16 MiB); past it the oldest are read from the database.
@@ -193,7 +193,7 @@ config_struct! {
 }
 
 impl CoordinatorConfig {
-    /// What one page of history may cost (`history-read-budget-millis`,
+    /// What one page of history may cost (`history-read-budget`,
     /// `history-read-rows`).
     pub fn read_budget(&self) -> crate::store::ReadBudget {
         crate::store::ReadBudget {
@@ -550,6 +550,7 @@ pub const MAX_NODE_NAME_BYTES: usize = 128;
 
 fn within_u64(key: &str, value: u64, min: u64, max: u64) -> Result<(), Invalid> {
     if !(min..=max).contains(&value) {
+        let [value, min, max] = [value, min, max].map(|n| shown(key, n));
         return Err((key.to_string(), format!("{value} is outside {min}..={max}")));
     }
     Ok(())

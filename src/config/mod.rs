@@ -4,13 +4,17 @@
 
 /// Declares a resolved config struct with defaults and its all-optional twin
 /// that is both the TOML schema and the clap flag set, so a key, its flag and
-/// its default are written once.
+/// its default are written once. A `*_millis: u64` key is also a key
+/// without the suffix taking a duration (see `durations`);
+/// `#[duration_key = "NAME"]` names that key instead when the stem is
+/// already another key.
 macro_rules! config_struct {
     (
         $(#[$meta:meta])*
         $name:ident / $options:ident {
             $(
                 $(#[doc = $doc:literal])*
+                $(#[duration_key = $short:literal])?
                 $(#[arg($($arg:tt)*)])?
                 $field:ident : $ty:ty = $default:expr,
             )*
@@ -28,18 +32,38 @@ macro_rules! config_struct {
             }
         }
 
-        /// Every key optional: what one source (file or flags) set.
-        #[derive(Debug, Clone, Default, clap::Args, Deserialize)]
-        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        /// Every key optional: what one source (file or flags) set. A
+        /// `-millis` flag is hidden from `--help`, which shows its duration
+        /// spelling instead.
+        #[derive(Debug, Clone, Default, clap::Args)]
         pub struct $options {
-            $( $(#[doc = $doc])* #[arg(long $(, $($arg)*)?)] pub $field: Option<$ty>, )*
+            $(
+                $(#[doc = $doc])*
+                #[arg(
+                    long,
+                    hide = $crate::config::durations::is_millis_field::<$ty>(stringify!($field))
+                    $(, $($arg)*)?
+                )]
+                pub $field: Option<$ty>,
+            )*
+            // The keys this source gave in the duration spelling.
+            #[command(flatten)]
+            pub durations: $crate::config::durations::Durations<$options>,
+        }
+
+        impl<'de> serde::Deserialize<'de> for $options {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                $crate::config::durations::deserialize_options(d)
+            }
         }
 
         impl ConfigOptions for $options {
             type Resolved = $name;
 
             fn overlaid_with(self, over: $options) -> $options {
-                $options { $( $field: over.$field.or(self.$field), )* }
+                let over_keys = over.keys_set();
+                let durations = self.durations.overlaid_with(over.durations, &over_keys);
+                $options { $( $field: over.$field.or(self.$field), )* durations }
             }
 
             fn resolve(self) -> $name {
@@ -47,29 +71,79 @@ macro_rules! config_struct {
                 $name { $( $field: self.$field.unwrap_or(defaults.$field), )* }
             }
 
-            fn keys() -> Vec<String> {
+            fn declared_keys() -> Vec<String> {
                 vec![$( stringify!($field).replace('_', "-"), )*]
+            }
+
+            fn duration_keys() -> Vec<(String, String)> {
+                let mut keys = Vec::new();
+                $(
+                    let named = None $(.or(Some($short)))?;
+                    let key = $crate::config::durations::duration_key_of::<$ty>(stringify!($field), named);
+                    if let Some(key) = key {
+                        keys.push((key, stringify!($field).replace('_', "-")));
+                    }
+                )*
+                keys
             }
 
             fn keys_set(&self) -> Vec<String> {
                 let mut keys = Vec::new();
-                $( if self.$field.is_some() { keys.push(stringify!($field).replace('_', "-")); } )*
+                $(
+                    if self.$field.is_some() {
+                        keys.push(self.durations.written(stringify!($field).replace('_', "-")));
+                    }
+                )*
+                keys.extend(self.durations.flag_keys().map(str::to_string));
                 keys
+            }
+
+            fn read_value<'de, A: serde::de::MapAccess<'de>>(
+                &mut self,
+                key: &str,
+                map: &mut A,
+            ) -> Result<bool, A::Error> {
+                $(
+                    if key == stringify!($field).replace('_', "-") {
+                        self.$field = Some(map.next_value()?);
+                        return Ok(true);
+                    }
+                )*
+                Ok(false)
+            }
+
+            fn millis_mut(&mut self, key: &str) -> Option<&mut Option<u64>> {
+                $(
+                    if key == stringify!($field).replace('_', "-") {
+                        return (&mut self.$field as &mut dyn std::any::Any).downcast_mut();
+                    }
+                )*
+                None
+            }
+
+            fn durations(&self) -> &$crate::config::durations::Durations<$options> {
+                &self.durations
+            }
+
+            fn durations_mut(&mut self) -> &mut $crate::config::durations::Durations<$options> {
+                &mut self.durations
             }
 
             fn reference() -> Vec<$crate::config::reference::KeyReference> {
                 let defaults = $name::default();
-                vec![$( $crate::config::reference::KeyReference {
-                    key: stringify!($field).replace('_', "-"),
-                    doc: $crate::config::reference::doc_text(&[$($doc),*]),
-                    default: $crate::config::reference::DefaultText::default_text(&defaults.$field),
-                }, )*]
+                vec![$( $crate::config::reference::KeyReference::of(
+                    stringify!($field),
+                    None $(.or(Some($short)))?,
+                    $crate::config::reference::doc_text(&[$($doc),*]),
+                    &defaults.$field,
+                ), )*]
             }
         }
     };
 }
 
 mod coordinator;
+pub mod durations;
 pub mod reference;
 pub mod schedule;
 mod suggest;
@@ -136,17 +210,41 @@ impl ConfigError {
 pub trait ConfigOptions: Default + for<'de> Deserialize<'de> {
     /// The complete config, every key filled.
     type Resolved: Validate;
-    /// Values from `over` win; the rest come from `self`.
+    /// Values from `over` win, in whichever spelling; the rest come from
+    /// `self`. Both have their duration flags folded (`durations::fold`).
     fn overlaid_with(self, over: Self) -> Self;
     /// Fills every unset key with its default.
     fn resolve(self) -> Self::Resolved;
-    /// The kebab-case names of every key.
-    fn keys() -> Vec<String>;
-    /// The kebab-case names of the keys this source set.
+    /// The kebab-case names of the keys as declared.
+    fn declared_keys() -> Vec<String>;
+    /// Every `-millis` key's duration spelling: (`heartbeat-timeout`,
+    /// `heartbeat-timeout-millis`).
+    fn duration_keys() -> Vec<(String, String)>;
+    /// The kebab-case names of the keys this source set, as it wrote them.
     fn keys_set(&self) -> Vec<String>;
+    /// Reads the value of declared key `key` from `map` into its field;
+    /// false when no key is named so.
+    fn read_value<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+    ) -> Result<bool, A::Error>;
+    /// The value of `-millis` key `key`; `None` when `key` is no such key.
+    fn millis_mut(&mut self, key: &str) -> Option<&mut Option<u64>>;
+    /// What this source wrote in the duration spelling.
+    fn durations(&self) -> &durations::Durations<Self>;
+    fn durations_mut(&mut self) -> &mut durations::Durations<Self>;
     /// Every key with its documentation and default, in declaration
     /// order: what the configuration reference is generated from.
     fn reference() -> Vec<reference::KeyReference>;
+
+    /// The kebab-case names of every key: those declared and the duration
+    /// spellings.
+    fn keys() -> Vec<String> {
+        let mut keys = Self::declared_keys();
+        keys.extend(Self::duration_keys().into_iter().map(|(key, _)| key));
+        keys
+    }
 }
 
 /// Range checks on a resolved config; the error is (key, reason).
@@ -155,11 +253,17 @@ pub trait Validate {
 }
 
 /// Reads `file` (if any), applies `flags` over it, fills defaults and
-/// validates. Errors name the key and the source it came from.
+/// validates. Errors name the key as the user wrote it (in either
+/// spelling of a duration) and the source it came from.
 pub fn load<O: ConfigOptions>(file: Option<&Path>, flags: O) -> Result<O::Resolved, ConfigError> {
+    let flags =
+        durations::fold(flags).map_err(|invalid| ConfigError::about_key(None, &[], invalid))?;
     let flag_keys = flags.keys_set();
-    let config = read_file::<O>(file)?.overlaid_with(flags).resolve();
-    config.validate().map_err(|invalid| {
+    let options = read_file::<O>(file)?.overlaid_with(flags);
+    let spelled = options.durations().clone();
+    let config = options.resolve();
+    config.validate().map_err(|(key, reason)| {
+        let invalid = (spelled.written(key), reason);
         let mut error = ConfigError::about_key(file, &flag_keys, invalid);
         if let (Some(path), Some(key)) = (file, &error.key) {
             if !flag_keys.contains(key) {
@@ -245,11 +349,25 @@ fn value_position(text: &str, key: &str) -> Option<Position> {
 /// A validation failure: (key, reason).
 pub type Invalid = (String, String);
 
+/// `value` of `key` as a person reads it in an error: a `-millis` key's
+/// as a duration (`5ms`, `2s`), whichever spelling set it.
+pub(super) fn shown(key: &str, value: u64) -> String {
+    if key.ends_with("-millis") {
+        crate::cli::time::format_duration(value)
+    } else {
+        value.to_string()
+    }
+}
+
 pub(super) fn at_least(key: &str, value: u64, min: u64) -> Result<(), Invalid> {
     if value < min {
         return Err((
             key.to_string(),
-            format!("{value} is below the minimum of {min}"),
+            format!(
+                "{} is below the minimum of {}",
+                shown(key, value),
+                shown(key, min)
+            ),
         ));
     }
     Ok(())
@@ -259,7 +377,11 @@ pub(super) fn at_most(key: &str, value: u64, max: u64) -> Result<(), Invalid> {
     if value > max {
         return Err((
             key.to_string(),
-            format!("{value} is above the maximum of {max}"),
+            format!(
+                "{} is above the maximum of {}",
+                shown(key, value),
+                shown(key, max)
+            ),
         ));
     }
     Ok(())
@@ -434,15 +556,16 @@ mod tests {
         f
     }
 
-    /// The retention keys `config/coordinator.toml` must list.
+    /// The retention keys `config/coordinator.toml` must list, as it
+    /// spells them (durations without `-millis`).
     const RETENTION_KEYS: [&str; 8] = [
         "retain-finished-in-memory",
-        "retain-finished-in-memory-millis",
+        "retain-finished-in-memory-for",
         "retain-finished-in-memory-bytes",
         "history-readers",
-        "job-retention-millis",
-        "failed-job-retention-millis",
-        "expiry-interval-millis",
+        "job-retention",
+        "failed-job-retention",
+        "expiry-interval",
         "expiry-batch-rows",
     ];
 

@@ -3,6 +3,8 @@
 //! so the reference in `docs/reference/configuration.md` cannot drift from
 //! the code (a test regenerates it and compares).
 
+use crate::cli::time::format_duration;
+use crate::config::durations::duration_key_of;
 use crate::config::schedule::DeclaredSchedule;
 use crate::config::{ConfigOptions, CoordinatorOptions, PostgresUrl, WorkerOptions};
 use std::net::SocketAddr;
@@ -17,6 +19,38 @@ pub struct KeyReference {
     pub doc: String,
     /// The default, as TOML would write it.
     pub default: String,
+    /// For a duration key, the older spelling that takes integer
+    /// milliseconds (`heartbeat-timeout-millis`), still accepted.
+    pub millis_key: Option<String>,
+}
+
+impl KeyReference {
+    /// The reference of field `field` (snake case, as declared): a
+    /// `*_millis: u64` field under its duration spelling (`named`, if the
+    /// declaration names it), its default a duration.
+    pub fn of<T: DefaultText + 'static>(
+        field: &str,
+        named: Option<&str>,
+        doc: String,
+        default: &T,
+    ) -> KeyReference {
+        let key = field.replace('_', "-");
+        let millis = (default as &dyn std::any::Any).downcast_ref::<u64>();
+        match (duration_key_of::<T>(field, named), millis) {
+            (Some(short), Some(&millis)) => KeyReference {
+                key: short,
+                doc,
+                default: format!("\"{}\"", format_duration(millis)),
+                millis_key: Some(key),
+            },
+            _ => KeyReference {
+                key,
+                doc,
+                default: default.default_text(),
+                millis_key: None,
+            },
+        }
+    }
 }
 
 /// A doc comment's lines as one paragraph.
@@ -99,8 +133,16 @@ pub fn markdown() -> String {
          `TASKYARD_BLESS=1 cargo test --test reference_docs`; `cargo test` fails\n\
          when this file is out of date. Do not edit it by hand.\n\n\
          Every key can be set in the TOML file given with `--config FILE` or as\n\
-         the flag `--KEY VALUE`; a flag wins over the file. Durations ending in\n\
-         `-millis` are milliseconds.\n",
+         the flag `--KEY VALUE`; a flag wins over the file.\n\n\
+         A duration is a whole number and a unit, `ms`, `s`, `m`, `h` or `d`\n\
+         (`250ms`, `30s`, `5m`, `1h`, `7d`), in quotes in TOML:\n\
+         `heartbeat-timeout = \"6s\"`, `--heartbeat-timeout 6s`. A bare number is\n\
+         refused, since it could mean any unit. Each duration key is also\n\
+         accepted under its older name ending in `-millis`, with integer\n\
+         milliseconds (`heartbeat-timeout-millis = 6000`,\n\
+         `--heartbeat-timeout-millis 6000`). A file, or a command line, sets a\n\
+         key in one spelling or the other, not both; a flag in either spelling\n\
+         wins over the file's.\n",
     );
     section(
         &mut out,
@@ -123,8 +165,12 @@ fn section(out: &mut String, title: &str, example: &str, keys: &[KeyReference]) 
          | key | default | meaning |\n|---|---|---|\n"
     ));
     for k in keys {
+        let also = match &k.millis_key {
+            Some(millis_key) => format!(" Also `{millis_key}`, in milliseconds."),
+            None => String::new(),
+        };
         out.push_str(&format!(
-            "| `{}` | `{}` | {} |\n",
+            "| `{}` | `{}` | {}{also} |\n",
             k.key,
             k.default.replace('|', "\\|"),
             k.doc.replace('|', "\\|")

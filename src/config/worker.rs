@@ -1,11 +1,11 @@
 //! The worker's keys, their defaults and checks.
 
+use crate::cli::time::format_duration;
 use crate::config::{
     at_least, env_token, fits_frame, frame_size, secret, ConfigOptions, Invalid, LogFormat,
     LogLevel, Validate,
 };
 use crate::security::Secret;
-use serde::Deserialize;
 use std::path::PathBuf;
 
 config_struct! {
@@ -28,7 +28,7 @@ config_struct! {
         /// worker lost takes its waiting jobs with it (they are retried
         /// like its running ones). 0: none.
         prefetch: u32 = 0,
-        /// Heartbeat period; keep well under the coordinator's heartbeat-timeout-millis.
+        /// Heartbeat period; keep well under the coordinator's heartbeat-timeout.
         heartbeat_interval_millis: u64 = 2000,
         /// Longest pause between reconnection attempts.
         reconnect_max_millis: u64 = 5000,
@@ -36,7 +36,7 @@ config_struct! {
         /// from it for this long (it answers every heartbeat; a paused or
         /// partitioned coordinator does not) makes the worker leave it for
         /// the next address. Running tasks go on. Must exceed
-        /// heartbeat-interval-millis.
+        /// heartbeat-interval.
         coordinator_timeout_millis: u64 = 6_000,
         /// Largest accepted frame, in either direction.
         max_frame_bytes: usize = crate::protocol::DEFAULT_MAX_FRAME_BYTES,
@@ -145,8 +145,9 @@ impl Validate for WorkerConfig {
             return Err((
                 "coordinator-timeout-millis".into(),
                 format!(
-                    "{} must exceed heartbeat-interval-millis ({}): every heartbeat is answered",
-                    self.coordinator_timeout_millis, self.heartbeat_interval_millis
+                    "{} must exceed heartbeat-interval ({}): every heartbeat is answered",
+                    format_duration(self.coordinator_timeout_millis),
+                    format_duration(self.heartbeat_interval_millis)
                 ),
             ));
         }
