@@ -20,7 +20,10 @@
 //! The guide's addresses are its defaults (7400, 7401, 7480, ...); here
 //! free ports stand for them (see `site`). What is not run is listed in
 //! `SKIPPED` with the reason, and what serves until stopped in
-//! `SERVES_UNTIL_STOPPED`.
+//! `SERVES_UNTIL_STOPPED`; a `cargo` command runs in the repository.
+//! Beyond exit statuses, `site::documented_effects` checks what some
+//! blocks say they do (curl's answers, an `exec` job's progress, a job
+//! surviving a takeover).
 
 mod common;
 #[path = "guide_snippets/site.rs"]
@@ -36,46 +39,29 @@ use std::time::Duration;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+/// A page of the guide: its path and its text.
+macro_rules! page {
+    ($name:literal) => {
+        (
+            concat!("docs/guide/", $name),
+            include_str!(concat!("../docs/guide/", $name)),
+        )
+    };
+}
+
 /// Every page of the guide.
 const PAGES: &[(&str, &str)] = &[
-    (
-        "docs/guide/README.md",
-        include_str!("../docs/guide/README.md"),
-    ),
-    ("docs/guide/cli.md", include_str!("../docs/guide/cli.md")),
-    (
-        "docs/guide/configuration.md",
-        include_str!("../docs/guide/configuration.md"),
-    ),
-    (
-        "docs/guide/high-availability.md",
-        include_str!("../docs/guide/high-availability.md"),
-    ),
-    (
-        "docs/guide/http-and-metrics.md",
-        include_str!("../docs/guide/http-and-metrics.md"),
-    ),
-    ("docs/guide/jobs.md", include_str!("../docs/guide/jobs.md")),
-    (
-        "docs/guide/operations.md",
-        include_str!("../docs/guide/operations.md"),
-    ),
-    (
-        "docs/guide/protocol.md",
-        include_str!("../docs/guide/protocol.md"),
-    ),
-    (
-        "docs/guide/schedules.md",
-        include_str!("../docs/guide/schedules.md"),
-    ),
-    (
-        "docs/guide/security.md",
-        include_str!("../docs/guide/security.md"),
-    ),
-    (
-        "docs/guide/workers.md",
-        include_str!("../docs/guide/workers.md"),
-    ),
+    page!("README.md"),
+    page!("cli.md"),
+    page!("configuration.md"),
+    page!("high-availability.md"),
+    page!("http-and-metrics.md"),
+    page!("jobs.md"),
+    page!("operations.md"),
+    page!("protocol.md"),
+    page!("schedules.md"),
+    page!("security.md"),
+    page!("workers.md"),
 ];
 
 /// The info strings a guide block may have. Any other (or none) fails
@@ -126,6 +112,14 @@ const SERVES_UNTIL_STOPPED: &[&str] = &[
 /// the exit status it gives.
 const EXPECTED_EXIT: &[(&str, i32)] = &[("taskyard schedule create bad ", 3)];
 
+/// Programs from outside the project that blocks run, with the package
+/// that provides each: a block naming one that is missing is skipped with
+/// a note saying so (a failure under `TASKYARD_REQUIRE_EXTERNAL=1`).
+const OUTSIDE_PROGRAMS: &[(&str, Package)] = &[
+    ("curl", Package::Debian("curl")),
+    ("python3", Package::Debian("python3")),
+];
+
 /// Longest one block may take (the high-availability walkthrough waits
 /// out a 10 s leader lease; `cargo run --example` may have to build).
 const BLOCK_TIMEOUT: Duration = Duration::from_secs(120);
@@ -135,6 +129,14 @@ fn all_blocks() -> Vec<Block> {
         .iter()
         .flat_map(|(file, text)| blocks(file, text))
         .collect()
+}
+
+/// True (after the note) when `block` names an outside program that is
+/// not installed.
+fn lacks_a_program(block: &Block) -> bool {
+    OUTSIDE_PROGRAMS.iter().any(|(program, package)| {
+        block.text.contains(program) && external::program(&[program], *package).is_none()
+    })
 }
 
 fn is_shell(block: &Block) -> bool {
@@ -162,43 +164,42 @@ fn skipped(command: &ShellCommand) -> Option<&'static str> {
 
 /// `command` as the test runs it: its addresses the site's, in the
 /// background if it serves until stopped, and waited for until it is up;
-/// a `cargo` command in the repository's directory,
-/// where a reader runs cargo.
+/// a `cargo` command in the repository's directory, where a reader runs
+/// cargo.
 fn step(site: &Site, command: &ShellCommand) -> Step {
     let text = site.substitute(&command.text);
     let (code, comment) = split_comment(&text);
     let serves = SERVES_UNTIL_STOPPED
         .iter()
         .any(|program| words(code).contains(&format!(" {program} ")));
-    let code = code.trim_end();
-    let background = code.ends_with('&') && !code.ends_with("&&");
-    let code = match background {
-        true => code[..code.len() - 1].trim_end(),
-        false => code,
+    let (code, background) = match code.trim_end().strip_suffix('&') {
+        Some(code) if !code.ends_with('&') => (code.trim_end(), true),
+        _ => (code.trim_end(), false),
     };
     let code = match code.starts_with("cargo ") {
         true => format!("(cd '{ROOT}' && {code})"),
         false => code.to_string(),
     };
-    let text = match serves || background {
-        true => format!("{code} & {comment}"),
-        false => format!("{code} {comment}"),
-    };
     let expect = EXPECTED_EXIT
         .iter()
         .find(|(start, _)| command.text.starts_with(start))
         .map_or(0, |(_, status)| *status);
-    let ready = match serves {
-        false => None,
-        true if words(&code).contains(" taskyard-coordinator ") => {
-            Some(Ready::Listening(client_port(site, &code)))
-        }
-        true => Some(Ready::Logged("registered")),
-    };
     Step {
-        text,
+        ready: serves.then(|| readiness(site, &code)),
+        text: match serves || background {
+            true => format!("{code} & {comment}"),
+            false => format!("{code} {comment}"),
+        },
         expect,
-        ready,
+    }
+}
+
+/// When a server a command starts is up: a coordinator listens on its
+/// client port, a worker has logged `registered`.
+fn readiness(site: &Site, code: &str) -> Ready {
+    match words(code).contains(" taskyard-coordinator ") {
+        true => Ready::Listening(client_port(site, code)),
+        false => Ready::Logged("registered"),
     }
 }
 
@@ -241,12 +242,16 @@ fn run_shell(site: &Site, block: &Block) -> Result<Vec<Ran>, String> {
         .run(&steps)
         .map_err(|e| format!("{}: {e}", block.name()))?;
     eprintln!(
-        "ran {}: {} commands ({} skipped) in {:.1?}",
+        "ran {}: {} commands in {:.1?}",
         block.name(),
         ran.len(),
-        all.len() - runnable.len(),
         started.elapsed()
     );
+    for command in &all {
+        if let Some(why) = skipped(command) {
+            eprintln!("  not run: `{}`: {why}", command.text);
+        }
+    }
     for (command, ran) in runnable.iter().zip(&ran) {
         for shown in command
             .comments
@@ -344,12 +349,11 @@ fn the_fuzzing_commands_name_a_real_target() {
 
 #[test]
 fn toml_blocks_load_with_the_real_config_loaders() {
-    // worker.toml allows python3, which must be on PATH to load.
-    if external::program(&["python3"], Package::Debian("python3")).is_none() {
-        return;
-    }
     let site = Site::new(None, None);
     for block in all_blocks().iter().filter(|b| b.info == "toml") {
+        if lacks_a_program(block) {
+            continue;
+        }
         let name = save_toml(&site, block);
         let path = site.dir().join(name.as_deref().unwrap_or("?"));
         let loaded = match name.as_deref() {
@@ -399,10 +403,6 @@ fn the_prometheus_config_passes_promtool() {
 
 #[test]
 fn blocks_run_against_taskyard_dev() {
-    // The Workers page's exec examples run python3.
-    if external::program(&["python3"], Package::Debian("python3")).is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().expect("temp dir");
     let dev = Dev::start(dir.path());
     let site = Site::new(Some(&dev), None);
@@ -415,6 +415,7 @@ fn blocks_run_against_taskyard_dev() {
                     save_toml(&site, &block);
                     continue;
                 }
+                _ if lacks_a_program(&block) => continue,
                 "sh" | "bash" if !starts_coordinators(&block) => run_shell(&site, &block)
                     .and_then(|ran| site::documented_effects(&site, &block, &ran)),
                 "python" => run_python(&site, &block),
@@ -438,9 +439,11 @@ fn run_python(site: &Site, block: &Block) -> Result<(), String> {
         expect: 0,
         ready: None,
     };
-    let ran = site.shell(BLOCK_TIMEOUT).run(&[step]);
-    ran.map(|_| ())
-        .map_err(|e| format!("{}: {e}", block.name()))
+    site.shell(BLOCK_TIMEOUT)
+        .run(&[step])
+        .map_err(|e| format!("{}: {e}", block.name()))?;
+    eprintln!("ran {} with {}", block.name(), python.display());
+    Ok(())
 }
 
 #[test]
@@ -463,6 +466,9 @@ fn blocks_that_start_coordinators_run_on_ports_of_their_own() {
 /// A block that starts coordinators: a site of its own, with the
 /// PostgreSQL its URL names when it names one.
 fn run_own(block: &Block) -> Result<(), String> {
+    if lacks_a_program(block) {
+        return Ok(());
+    }
     let postgres = match site::PostgresUrl::in_block(&block.text) {
         Some(url) => match common::postgres::start() {
             Some(cluster) => Some((url, cluster)),

@@ -113,8 +113,8 @@ const NOT_READY: i32 = 101;
 
 impl Shell {
     /// Runs `steps` in one bash; every command that ran, or why the run
-    /// failed: a command's exit status not the expected one, a port never
-    /// listened on, or the timeout.
+    /// failed: a command's exit status not the expected one, a server
+    /// never ready, or the timeout.
     pub fn run(&self, steps: &[Step]) -> Result<Vec<Ran>, String> {
         let log = tempfile::tempdir().expect("log dir");
         let mut bash = Command::new("bash");

@@ -241,13 +241,30 @@ impl Drop for Killed {
     }
 }
 
-/// What some blocks show, beyond their commands' exit status: the Jobs
-/// page's `exec` job reports the progress the guide says it does, and
-/// after the high-availability walkthrough's takeover its sleep job is
-/// still RUNNING on its first attempt.
+/// What some blocks show, beyond their commands' exit status: `curl`
+/// gets a JSON answer that is not an error (it exits 0 on a 4xx too);
+/// the Jobs page's `exec` job reports the progress the guide says it
+/// does; after the high-availability walkthrough's takeover its sleep job
+/// is still RUNNING on its first attempt.
 pub fn documented_effects(site: &Site, block: &Block, ran: &[Ran]) -> Result<(), String> {
+    curl_is_answered(block, ran)?;
     reports_progress(site, block, ran)?;
     still_running_after_takeover(block, ran)
+}
+
+fn curl_is_answered(block: &Block, ran: &[Ran]) -> Result<(), String> {
+    for curl in ran.iter().filter(|r| r.text.starts_with("curl ")) {
+        let answer: serde_json::Value = serde_json::from_str(&curl.stdout).unwrap_or_default();
+        if !answer.is_object() || answer.get("error").is_some() {
+            return Err(format!(
+                "{}: `{}` was answered {:?}",
+                block.name(),
+                curl.text,
+                curl.stdout
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn still_running_after_takeover(block: &Block, ran: &[Ran]) -> Result<(), String> {
