@@ -22,3 +22,20 @@ pub mod worker;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The guide's Rust examples, compiled by `cargo test --doc` like the
+/// README's (tests/guide_snippets.rs runs its other blocks and checks that
+/// every page of the guide is listed here).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/README.md")]
+#[doc = include_str!("../docs/guide/cli.md")]
+#[doc = include_str!("../docs/guide/configuration.md")]
+#[doc = include_str!("../docs/guide/high-availability.md")]
+#[doc = include_str!("../docs/guide/http-and-metrics.md")]
+#[doc = include_str!("../docs/guide/jobs.md")]
+#[doc = include_str!("../docs/guide/operations.md")]
+#[doc = include_str!("../docs/guide/protocol.md")]
+#[doc = include_str!("../docs/guide/schedules.md")]
+#[doc = include_str!("../docs/guide/security.md")]
+#[doc = include_str!("../docs/guide/workers.md")]
+pub struct GuideDoctests;

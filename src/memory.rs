@@ -6,7 +6,7 @@
 /// pages every page it then touches again is a 2 MiB fault that the kernel
 /// zeroes on the faulting thread. In `taskyard bench` that zeroing was ~28%
 /// of the coordinator thread's CPU, on the path of every answer; with huge
-/// pages off the drain rate rose by 4–13% (BENCHMARKS.md). Returns whether
+/// pages off the drain rate rose by 4–13% (docs/performance-log.md). Returns whether
 /// the kernel accepted the setting; nothing else depends on it. Children
 /// inherit the setting; the `exec` task gives its programs the system's
 /// back (`allow_transparent_huge_pages`).

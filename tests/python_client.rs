@@ -8,40 +8,15 @@
 
 mod common;
 
-use common::external::{self, Package};
+use common::python::python;
 use common::{wait_until, Cluster};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use taskyard::client::WaitOutcome;
 use taskyard::protocol::{payloads, JobState, SubmitAnswer, SubmitRequest};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// A Python that can `import taskyard`, or `None` after the note.
-fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("TASKYARD_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("pyenv/bin/python"));
-    let works = Command::new(&candidate)
-        .args(["-c", "import taskyard"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    external::present(
-        "python with the taskyard package",
-        works.then_some(candidate),
-        Package::PyPi("./clients/python"),
-    )
-}
-
-/// Where cargo builds (`target/` or `$CARGO_TARGET_DIR`), as `.ci/target-dir`
-/// prints it: the parent of the directory cargo gives tests for scratch files.
-fn target_dir() -> PathBuf {
-    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    scratch.parent().unwrap_or(scratch).to_path_buf()
-}
 
 /// Kills the worker process when the test ends, passing or not.
 struct Killed(Child);

@@ -4,28 +4,16 @@
 //! by `TASKYARD_COORDINATOR`. Only `taskyard top`, which runs until
 //! Ctrl-C, is left out.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
-
-/// The first ```sh block after `marker` in the README.
-fn block_after(readme: &str, marker: &str) -> String {
-    let from = readme.find(marker).expect("the marker is in the README");
-    let start = readme[from..].find("```sh\n").expect("a sh block follows") + from + 6;
-    let end = readme[start..].find("```").expect("the block ends") + start;
-    readme[start..end].to_string()
-}
+use common::dev::Dev;
+use common::markdown::block_after;
+use std::process::Command;
 
 #[test]
 fn the_walkthrough_runs_as_written_against_taskyard_dev() {
     let readme = include_str!("../README.md");
-    let walkthrough = block_after(readme, "Terminal 2");
+    let walkthrough = block_after("README.md", readme, "Terminal 2", "sh");
     let script: String = walkthrough
         .lines()
         .filter(|l| !l.starts_with("alias taskyard=") && !l.starts_with("taskyard top"))
@@ -34,44 +22,18 @@ fn the_walkthrough_runs_as_written_against_taskyard_dev() {
     assert!(script.contains("taskyard submit echo"), "{script}");
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let client_port = free_port();
-    let mut dev = Command::new(env!("CARGO_BIN_EXE_taskyard"))
-        .args(["dev", "--db-path"])
-        .arg(dir.path().join("dev.db"))
-        .args(["--client-port", &client_port.to_string()])
-        .args(["--worker-port", "0", "--http-port", "0"])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start taskyard dev");
-    let stdout = dev.stdout.take().expect("stdout");
-    let mut banner = String::new();
-    let mut lines = BufReader::new(stdout).lines();
-    let started = Instant::now();
-    while !banner.contains("cluster ready") && started.elapsed() < Duration::from_secs(30) {
-        match lines.next() {
-            Some(Ok(line)) => banner.push_str(&line),
-            _ => break,
-        }
-    }
-    assert!(
-        banner.contains("cluster ready"),
-        "taskyard dev said: {banner}"
-    );
+    let dev = Dev::start(dir.path());
 
     let bin = env!("CARGO_BIN_EXE_taskyard");
     let prelude = format!("taskyard() {{ \"{bin}\" \"$@\"; }}\n");
     let run = Command::new("bash")
         .arg("-c")
         .arg(prelude + &script)
-        .env("TASKYARD_COORDINATOR", format!("127.0.0.1:{client_port}"))
+        .env("TASKYARD_COORDINATOR", dev.client.to_string())
         .current_dir(dir.path())
         .output()
         .expect("run bash");
-    // SAFETY: a plain kill(2) of our own child process.
-    unsafe { libc::kill(dev.id() as i32, libc::SIGTERM) };
-    let _ = dev.wait();
+    drop(dev);
 
     let out = String::from_utf8_lossy(&run.stdout);
     let err = String::from_utf8_lossy(&run.stderr);

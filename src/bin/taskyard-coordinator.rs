@@ -34,7 +34,7 @@ impl Running {
 }
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
-/// (BENCHMARKS.md); `main` first turns huge pages off (see `taskyard::memory`).
+/// (docs/performance-log.md); `main` first turns huge pages off (see `taskyard::memory`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -12,7 +12,7 @@ use taskyard::config::{self, ConfigError, ConfigOptions, WorkerOptions};
 use taskyard::worker::{BuildError, Worker};
 
 /// mimalloc, as in the coordinator (where it measured ~25% less CPU than the
-/// system allocator, BENCHMARKS.md); `main` first turns huge pages off (see
+/// system allocator, docs/performance-log.md); `main` first turns huge pages off (see
 /// `taskyard::memory`; `exec` programs get the system's setting back).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

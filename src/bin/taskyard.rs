@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use taskyard::cli;
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
-/// (BENCHMARKS.md); `main` first turns huge pages off (see `taskyard::memory`).
+/// (docs/performance-log.md); `main` first turns huge pages off (see `taskyard::memory`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -9,7 +9,8 @@
 //!   (never longer than the interval after asking), so a backlog drains
 //!   batch after batch while expiry takes at most a tenth of the
 //!   persistence thread (the thread live work's commits need: deleting
-//!   back to back cost a concurrent drain 40% of its rate; BENCHMARKS.md).
+//!   back to back cost a concurrent drain 40% of its rate;
+//!   docs/performance-log.md).
 //!   The time a batch took includes its wait behind commits, so expiry
 //!   backs off further while live work is busy;
 //! - after a partial batch or a failure, the next look is an interval

@@ -189,7 +189,7 @@ impl CoordinatorState {
         }
         // A drain of a deep queue leaves the maps sized for the queue's
         // peak (2,000,000 jobs drained held 3 times the memory of 200,000
-        // after both had settled; BENCHMARKS.md). Only eviction removes
+        // after both had settled; docs/performance-log.md). Only eviction removes
         // jobs from memory, so this is where the room is given back.
         if evicted > 0 {
             shrink_if_sparse(&mut self.jobs);

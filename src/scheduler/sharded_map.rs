@@ -7,7 +7,7 @@
 //! to insert. The idempotency map holds a key for every job the database
 //! still holds (600,000 after an hour of 10,000 schedules firing each
 //! minute, millions with a long retention), and its doublings past 28,000
-//! and 57,000 keys stalled a schedule pass for 4.6 to 6.5 ms (BENCHMARKS.md,
+//! and 57,000 keys stalled a schedule pass for 4.6 to 6.5 ms (docs/performance-log.md,
 //! "Schedules"). Split over `SHARDS` maps picked by hash, each insert
 //! rehashes at most one shard, about `1/SHARDS` of the entries; the shards
 //! grow at about the same time, but in different steps, with requests

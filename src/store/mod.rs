@@ -216,7 +216,7 @@ impl JobStore {
         // walks the whole cache (a B-tree split renumbers pages through the
         // lock-byte page, 262145, which defeats SQLite's shortcut for
         // that), so a 32 MiB cache cost up to a fifth of the persistence
-        // thread at 200,000 rows (BENCHMARKS.md). Writes touch the newest
+        // thread at 200,000 rows (docs/performance-log.md). Writes touch the newest
         // pages (ids are UUID v7), which a small cache holds.
         conn.pragma_update(None, "cache_size", -2_000)
             .map_err(|e| fail(e.to_string()))?;

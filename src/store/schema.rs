@@ -88,7 +88,7 @@ CREATE INDEX jobs_order ON jobs (sequence, submitted_at, id);
 /// Version 4 → 5: `terminal_counts` holds how many stored jobs each
 /// (task type, terminal state) has, so start-up reads a few rows instead
 /// of counting the whole table (5,000,000 finished rows took seconds;
-/// BENCHMARKS.md). The store keeps it exact in the transaction that writes
+/// docs/performance-log.md). The store keeps it exact in the transaction that writes
 /// or deletes the rows (`write`, `expiry`): a row entering a terminal state
 /// adds one, leaving it (a retry) or being deleted (expiry) takes one away.
 /// (Not by triggers: a trigger on every row update doubled the cost of a
@@ -138,7 +138,7 @@ ALTER TABLE schedules ADD COLUMN skipped_catchup INTEGER NOT NULL DEFAULT 0;
 /// once per job, at submission; ties of sequence, only in databases from
 /// before version 2, are sorted among themselves). Three full indexes
 /// keyed like `jobs_order` cost the persistence thread a third more CPU
-/// per job; these cost about a tenth (BENCHMARKS.md). An id prefix is a
+/// per job; these cost about a tenth (docs/performance-log.md). An id prefix is a
 /// range of the primary key.
 const V7_TO_V8: &str = "
 CREATE INDEX jobs_failed ON jobs (sequence, submitted_at, id) WHERE state = 'FAILED';

@@ -4,7 +4,7 @@
 //! Left to SQLite, the commit that takes the WAL past its checkpoint
 //! threshold copies every page in it back to the database and fsyncs the
 //! database before it returns: 10 to 25 ms on this project's machines,
-//! during which every request waiting for a commit waits too (BENCHMARKS.md,
+//! during which every request waiting for a commit waits too (docs/performance-log.md,
 //! "Schedules"). Here the writer is told only that something was
 //! committed; at most every `CHECKPOINT_INTERVAL` the checkpointer runs a
 //! PASSIVE checkpoint, which copies what is committed without waiting for
@@ -86,7 +86,7 @@ impl Drop for WalCheckpointer {
 /// core (nice 19; Linux sets it per thread). Copying thousands of pages is
 /// several milliseconds of CPU: at equal priority, on a two-core machine it
 /// kept the coordinator's actor thread off a core for as long, and the
-/// ordinary jobs submitted then waited 10 ms instead of 1 (BENCHMARKS.md,
+/// ordinary jobs submitted then waited 10 ms instead of 1 (docs/performance-log.md,
 /// "Schedules"). Nothing waits for a checkpoint, and the writer's backstop
 /// bounds the WAL if this thread is starved. Elsewhere a no-op (there the
 /// call would lower the whole process).

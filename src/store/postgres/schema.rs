@@ -122,7 +122,7 @@ ALTER TABLE taskyard.schedules ADD COLUMN skipped_catchup bigint NOT NULL DEFAUL
 /// History pages served by an index for every filter: as SQLite's
 /// version 8. (The partial indexes on `state` make an assignment that
 /// found room in its page no longer a HOT update; few were, see
-/// BENCHMARKS.md.)
+/// docs/performance-log.md.)
 const V5: &str = "
 CREATE INDEX jobs_failed ON taskyard.jobs (sequence, submitted_at, id) WHERE state = 'FAILED';
 CREATE INDEX jobs_cancelled ON taskyard.jobs (sequence, submitted_at, id)
