@@ -1,4 +1,7 @@
 //! taskyard: a distributed job scheduler with one durable coordinator.
+//!
+//! Where things are, how a request flows and the rules the code keeps:
+//! ARCHITECTURE.md at the repository root.
 
 pub mod actors;
 pub mod bench;
