@@ -48,6 +48,22 @@ pub enum QueryResult {
     },
 }
 
+/// The answers that need no commit, and why each may go at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unheld {
+    /// A request refused before anything changed: it reveals no job state.
+    Refusal,
+    /// `/readyz` saying the coordinator is not ready: no job state.
+    NotReady,
+    /// Counters and depths during a commit outage, so operators can still
+    /// scrape `/metrics`: aggregates, which may count changes not yet
+    /// durable (the one answer that may).
+    OutageAggregates,
+    /// The answer to a schedule change the database has just stored: it
+    /// shows what is durable already.
+    StoredByItsOwnWrite,
+}
+
 /// One held effect and where it goes.
 pub enum Delivery {
     Worker(Recipient<SendToWorker>, SendToWorker),
@@ -90,9 +106,17 @@ impl Delivery {
         )
     }
 
+    /// Sends an answer without waiting for a commit: the one exception to
+    /// "durable before observable", for the answers `Unheld` lists. Every
+    /// other answer is held by `GroupCommit` and released by `deliver`.
+    pub fn deliver_unheld(self, _why: Unheld) {
+        self.deliver();
+    }
+
     /// Hands the message to its session's mailbox (unbounded: never blocks,
-    /// never drops while the session lives).
-    pub fn deliver(self) {
+    /// never drops while the session lives). Only `GroupCommit`'s release
+    /// and `deliver_unheld` call it.
+    pub(crate) fn deliver(self) {
         match self {
             Delivery::Worker(to, message) => to.do_send(message),
             Delivery::Client(to, message) => to.do_send(message),

@@ -5,7 +5,7 @@
 use super::read::{read_row, with_stored_attempts, COLUMNS};
 use super::read_budget::{walk_within, ReadBudget, Walked};
 use super::StoreError;
-use crate::protocol::{IdPrefix, JobId, JobState, Priority};
+use crate::protocol::JobId;
 use crate::scheduler::{Job, OrderKey};
 use rusqlite::{params_from_iter, Connection, ErrorCode, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -74,26 +74,9 @@ pub struct StoredSummary {
 /// Where the lengths follow `COLUMNS` in a summary row.
 const SUMMARY_LENGTHS: usize = 26;
 
-/// Which jobs a history page holds: newest submission first (oldest first
-/// with `oldest_first`), after `before` (exclusive) in that order, of one
-/// state, task type, base priority and id prefix if given.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PageFilter {
-    pub state: Option<JobState>,
-    pub task_type: Option<String>,
-    /// The cursor: the order key the page resumes after.
-    pub before: Option<OrderKey>,
-    /// The last order key the page may reach (inclusive), in its order: a
-    /// read out of time walks a bounded stretch (see `read_budget`).
-    pub until: Option<OrderKey>,
-    /// Only jobs that finished at or before this time (unix milliseconds).
-    pub finished_by: Option<i64>,
-    pub limit: usize,
-    pub priority: Option<Priority>,
-    pub id_prefix: Option<IdPrefix>,
-    pub oldest_first: bool,
-}
+pub use crate::scheduler::stored_read::PageFilter;
 
+/// The SQL of a page, the same for every backend.
 impl PageFilter {
     /// The `WHERE` conditions (without the cursor) and their arguments,
     /// as `(sql with ? for each argument, argument)` pairs, the same for

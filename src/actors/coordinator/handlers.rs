@@ -2,16 +2,17 @@
 //! event to the state, schedule, and finish (hold effects, flush).
 
 use super::history_reads::Reply;
-use super::job_admin::{as_list_jobs, invalid, resolved};
+use super::job_admin::resolved;
 use super::messages::*;
 use super::Coordinator;
-use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
+use crate::actors::outbox::{Delivery, QueryAnswer, QueryResult, Unheld};
 use crate::clock::Now;
 use crate::protocol::id_prefix::MAX_CANDIDATES;
 use crate::protocol::{
     ByteField, ClientRequest, ClientResponse, JobId, JobState, Progress, SubmitRequest,
-    MAX_LIST_JOBS, MAX_REQUEUE_JOBS,
+    MAX_REQUEUE_JOBS,
 };
+use crate::scheduler::plan::{as_list_jobs, plan, Plan};
 use crate::scheduler::{CancelRefused, Job, RequeueRefused};
 use actix::{Context, Handler};
 use slog::info;
@@ -117,40 +118,32 @@ impl Handler<WorkerDisconnected> for Coordinator {
 impl Handler<ClientCommand> for Coordinator {
     type Result = ();
 
-    fn handle(&mut self, mut m: ClientCommand, ctx: &mut Context<Self>) {
+    fn handle(&mut self, m: ClientCommand, ctx: &mut Context<Self>) {
         if self.commits.is_stopping() {
             return;
         }
-        m.request = as_list_jobs(m.request);
-        if let ClientRequest::ListJobs(query) = &mut m.request {
-            query.limit = query.limit.min(MAX_LIST_JOBS);
-        }
-        if let Some(reason) = invalid(&m.request) {
-            let response = ClientResponse::Invalid { reason };
-            let answer = ClientAnswer {
-                request_id: m.request_id,
-                response,
-            };
-            return Delivery::Client(m.reply_to, answer).deliver();
-        }
-        if let Some(read) = self.history_read(&m.request) {
-            let reply = Reply::Client(m.reply_to, m.request_id);
-            return self.read_history(read, reply, m.peer, ctx);
-        }
-        if let ClientRequest::Delete { job_ids } = m.request {
-            return self.delete_named(job_ids, false, m.reply_to, m.request_id, ctx);
-        }
-        let reply_to = m.reply_to.clone();
-        let Some(request) = self.schedule_request(m.request, reply_to, m.request_id, ctx) else {
-            return;
+        let reads_stored = self.history.is_some();
+        let request = match plan(m.request, &self.state, reads_stored, self.now().wall_ms) {
+            Plan::Refuse(response) => {
+                let answer = Delivery::client(m.reply_to, m.request_id, response);
+                return answer.deliver_unheld(Unheld::Refusal);
+            }
+            Plan::ReadStored(read) => {
+                let reply = Reply::Client(m.reply_to, m.request_id);
+                return self.read_history(read, reply, m.peer, ctx);
+            }
+            Plan::Delete(job_ids) => {
+                return self.delete_named(job_ids, false, m.reply_to, m.request_id, ctx)
+            }
+            Plan::Schedule(request) => {
+                return self.schedule_request(request, m.reply_to, m.request_id, ctx)
+            }
+            Plan::Apply(request) => request,
         };
         let now = self.now();
         let response = self.apply_request(request, now);
-        let answer = ClientAnswer {
-            request_id: m.request_id,
-            response,
-        };
-        self.finish(Some(Delivery::Client(m.reply_to, answer)), ctx);
+        let answer = Delivery::client(m.reply_to, m.request_id, response);
+        self.finish(Some(answer), ctx);
     }
 }
 
@@ -164,7 +157,7 @@ impl Handler<Query> for Coordinator {
                 result: QueryResult::NotReady { reason },
             };
             // Reveals no job state, so it need not wait for a commit.
-            return Delivery::Query(m.reply_to, answer).deliver();
+            return Delivery::Query(m.reply_to, answer).deliver_unheld(Unheld::NotReady);
         }
         if self.commits.is_stopping() {
             return;
@@ -204,7 +197,7 @@ impl Handler<Query> for Coordinator {
             },
         );
         if at_once {
-            return answer.deliver();
+            return answer.deliver_unheld(Unheld::OutageAggregates);
         }
         self.finish(Some(answer), ctx);
     }

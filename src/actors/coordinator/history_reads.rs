@@ -40,11 +40,10 @@ use super::Coordinator;
 use crate::actors::history::{Found, HistoryLink, HistoryQuery, ReadHistory, ReadShares};
 use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
 use crate::protocol::id_prefix::MAX_CANDIDATES;
-use crate::protocol::{
-    ByteField, ClientRequest, ClientResponse, IdPrefix, JobId, JobList, JobState, ListOrder,
-    ListQuery, MAX_BULK_JOBS, MAX_REQUEUE_JOBS,
-};
+use crate::protocol::{ClientResponse, JobId, JobList};
 use crate::scheduler::fair_queue::FairQueue;
+use crate::scheduler::plan::{may_be_stored, page_filter};
+use crate::scheduler::stored_read::StoredRead;
 use crate::scheduler::{Job, JobPage, PageCursor};
 use crate::store::{PageFilter, Walked};
 use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
@@ -84,7 +83,7 @@ pub(super) enum ReadSource {
 /// The history readers and the reads waiting for one.
 pub(super) struct HistoryPool {
     link: HistoryLink,
-    queue: FairQueue<ReadSource, (HistoryRead, Reply)>,
+    queue: FairQueue<ReadSource, (StoredRead, Reply)>,
 }
 
 impl HistoryPool {
@@ -94,169 +93,33 @@ impl HistoryPool {
     }
 }
 
-/// A request answered from the database.
-#[derive(Debug, Clone)]
-pub(super) enum HistoryRead {
-    Status(JobId),
-    /// A cancel of a job not in memory: refused with its stored state.
-    Cancel(JobId),
-    /// A requeue of a job not in memory: the stored job is brought back
-    /// into memory and requeued there, as if it had never left.
-    Requeue(JobId),
-    /// FAILED jobs read back into memory, then requeued there.
-    RequeueFailed(PageFilter),
-    /// A TCP `List` or `ListJobs`: summaries of `limit` jobs after the
-    /// cursor in `filter.before`.
-    List {
-        filter: PageFilter,
-        limit: usize,
-    },
-    /// The ids starting with a prefix the database has (memory's are added).
-    Resolve(IdPrefix),
-    /// Named jobs read back (those memory does not hold), then requeued.
-    RequeueJobs(Vec<JobId>),
-    /// Finished jobs of a filter, then deleted like named ones.
-    DeleteFinished(PageFilter),
-    /// A `ReadChunk` of a job not in memory.
-    Chunk {
-        job_id: JobId,
-        field: ByteField,
-        offset: u64,
-        max_bytes: u32,
-    },
-    /// An HTTP page: `limit` jobs after the cursor in `filter.before`.
-    Page {
-        filter: PageFilter,
-        limit: usize,
-    },
-}
-
-impl HistoryRead {
-    fn query(&self) -> HistoryQuery {
-        match self {
-            HistoryRead::Status(id)
-            | HistoryRead::Cancel(id)
-            | HistoryRead::Requeue(id)
-            | HistoryRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
-            HistoryRead::List { filter, .. } | HistoryRead::DeleteFinished(filter) => {
+/// The read of the reader pool a stored read needs.
+fn query_of(read: &StoredRead) -> HistoryQuery {
+    {
+        match read {
+            StoredRead::Status(id)
+            | StoredRead::Cancel(id)
+            | StoredRead::Requeue(id)
+            | StoredRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
+            StoredRead::List { filter, .. } | StoredRead::DeleteFinished(filter) => {
                 HistoryQuery::Summaries(filter.clone())
             }
-            HistoryRead::Resolve(prefix) => HistoryQuery::Summaries(PageFilter {
+            StoredRead::Resolve(prefix) => HistoryQuery::Summaries(PageFilter {
                 id_prefix: Some(prefix.clone()),
                 limit: MAX_CANDIDATES + 1,
                 ..PageFilter::default()
             }),
-            HistoryRead::RequeueJobs(ids) => HistoryQuery::Jobs(ids.clone()),
-            HistoryRead::RequeueFailed(filter) | HistoryRead::Page { filter, .. } => {
+            StoredRead::RequeueJobs(ids) => HistoryQuery::Jobs(ids.clone()),
+            StoredRead::RequeueFailed(filter) | StoredRead::Page { filter, .. } => {
                 HistoryQuery::Page(filter.clone())
             }
         }
     }
 }
 
-/// The stored jobs of a page of `limit` after `cursor`: one more than
-/// asked, to know whether a next page exists.
-fn page_filter(
-    state: Option<JobState>,
-    task_type: &Option<String>,
-    cursor: Option<PageCursor>,
-    limit: usize,
-) -> PageFilter {
-    PageFilter {
-        state,
-        task_type: task_type.clone(),
-        before: cursor.map(|c| c.0),
-        limit: limit.saturating_add(1),
-        ..PageFilter::default()
-    }
-}
-
-/// `page_filter` of a `ListJobs` query, with its other filters and order.
-fn query_filter(query: &ListQuery) -> PageFilter {
-    PageFilter {
-        priority: query.priority,
-        id_prefix: query.id_prefix.clone(),
-        oldest_first: query.order == ListOrder::OldestFirst,
-        ..page_filter(
-            query.state,
-            &query.task_type,
-            query.cursor,
-            query.limit as usize,
-        )
-    }
-}
-
-/// True when jobs of this filter may have left memory.
-fn may_be_history(state: Option<JobState>) -> bool {
-    state.is_none_or(JobState::is_terminal)
-}
-
 impl Coordinator {
-    /// The database read a client request needs, if it needs one.
-    pub(super) fn history_read(&self, request: &ClientRequest) -> Option<HistoryRead> {
-        self.history.as_ref()?;
-        match request {
-            ClientRequest::Status { job_id } if !self.state.holds(*job_id) => {
-                Some(HistoryRead::Status(*job_id))
-            }
-            ClientRequest::Cancel { job_id } if !self.state.holds(*job_id) => {
-                Some(HistoryRead::Cancel(*job_id))
-            }
-            ClientRequest::Requeue { job_id } if !self.state.holds(*job_id) => {
-                Some(HistoryRead::Requeue(*job_id))
-            }
-            ClientRequest::RequeueFailed {
-                task_type,
-                failed_before,
-                state,
-            } => Some(HistoryRead::RequeueFailed(PageFilter {
-                state: Some(state.unwrap_or(JobState::Failed)),
-                task_type: task_type.clone(),
-                finished_by: *failed_before,
-                limit: MAX_REQUEUE_JOBS,
-                ..PageFilter::default()
-            })),
-            ClientRequest::Resolve { prefix } => Some(HistoryRead::Resolve(prefix.clone())),
-            ClientRequest::RequeueJobs { job_ids }
-                if job_ids.iter().any(|id| !self.state.holds(*id)) =>
-            {
-                Some(HistoryRead::RequeueJobs(job_ids.clone()))
-            }
-            ClientRequest::DeleteFinished {
-                state,
-                task_type,
-                finished_before,
-            } => Some(HistoryRead::DeleteFinished(PageFilter {
-                state: *state,
-                task_type: task_type.clone(),
-                // Only finished jobs have a finish time.
-                finished_by: Some(finished_before.unwrap_or_else(|| self.now().wall_ms)),
-                limit: MAX_BULK_JOBS,
-                ..PageFilter::default()
-            })),
-            ClientRequest::ReadChunk {
-                job_id,
-                field,
-                offset,
-                max_bytes,
-            } if !self.state.holds(*job_id) => Some(HistoryRead::Chunk {
-                job_id: *job_id,
-                field: *field,
-                offset: *offset,
-                max_bytes: *max_bytes,
-            }),
-            ClientRequest::ListJobs(query) if query.limit > 0 && may_be_history(query.state) => {
-                Some(HistoryRead::List {
-                    filter: query_filter(query),
-                    limit: query.limit as usize,
-                })
-            }
-            _ => None,
-        }
-    }
-
     /// The database read an HTTP query needs, if it needs one.
-    pub(super) fn history_page(&self, query: &QueryKind) -> Option<HistoryRead> {
+    pub(super) fn history_page(&self, query: &QueryKind) -> Option<StoredRead> {
         self.history.as_ref()?;
         match query {
             QueryKind::Jobs {
@@ -264,7 +127,7 @@ impl Coordinator {
                 task_type,
                 cursor,
                 limit,
-            } if *limit > 0 && may_be_history(*state) => Some(HistoryRead::Page {
+            } if *limit > 0 && may_be_stored(*state) => Some(StoredRead::Page {
                 filter: page_filter(*state, task_type, *cursor, *limit),
                 limit: *limit,
             }),
@@ -279,7 +142,7 @@ impl Coordinator {
     /// Never waits.
     pub(super) fn read_history(
         &mut self,
-        read: HistoryRead,
+        read: StoredRead,
         reply: Reply,
         peer: Option<IpAddr>,
         ctx: &mut Context<Self>,
@@ -312,7 +175,7 @@ impl Coordinator {
                 return;
             };
             let sent = pool.link.send(ReadHistory {
-                query: read.query(),
+                query: query_of(&read),
             });
             ctx.spawn(sent.into_actor(self).map(move |answer, act, ctx| {
                 if let Some(pool) = act.history.as_mut() {
@@ -333,13 +196,13 @@ impl Coordinator {
     /// on to the database first.
     fn history_arrived(
         &mut self,
-        read: HistoryRead,
+        read: StoredRead,
         found: Result<Found, String>,
         reply: Reply,
         ctx: &mut Context<Self>,
     ) {
         if let (
-            HistoryRead::DeleteFinished(filter),
+            StoredRead::DeleteFinished(filter),
             Ok(Found::Summaries(walked)),
             Reply::Client(to, id),
         ) = (&read, &found, &reply)
@@ -365,28 +228,28 @@ impl Coordinator {
 
     fn history_answer(
         &mut self,
-        read: HistoryRead,
+        read: StoredRead,
         found: Result<Found, String>,
         reply: Reply,
     ) -> Delivery {
         match reply {
             Reply::Client(to, request_id) => {
                 let response = match (read, found) {
-                    (HistoryRead::Requeue(job_id), Ok(Found::Job(job))) => {
+                    (StoredRead::Requeue(job_id), Ok(Found::Job(job))) => {
                         self.requeue_stored(job_id, job)
                     }
                     // A page the budget stopped short requeues what it found.
-                    (HistoryRead::RequeueFailed(filter), Ok(Found::Page(walked))) => {
+                    (StoredRead::RequeueFailed(filter), Ok(Found::Page(walked))) => {
                         self.requeue_failed_stored(&filter, walked.rows)
                     }
-                    (HistoryRead::RequeueJobs(ids), Ok(Found::Jobs(jobs))) => {
+                    (StoredRead::RequeueJobs(ids), Ok(Found::Jobs(jobs))) => {
                         let now = self.now();
                         for job in jobs {
                             self.state.restore(job, now);
                         }
                         ClientResponse::Bulk(self.requeue_each(&ids, now))
                     }
-                    (HistoryRead::Resolve(prefix), Ok(Found::Summaries(walked))) => {
+                    (StoredRead::Resolve(prefix), Ok(Found::Summaries(walked))) => {
                         let mut ids = self.state.ids_with_prefix(&prefix, MAX_CANDIDATES + 1);
                         ids.extend(walked.rows.iter().map(|row| row.job.id));
                         resolved(prefix, ids)
@@ -398,7 +261,7 @@ impl Coordinator {
             }
             Reply::Query(to, request_id) => {
                 let result = match (read, found) {
-                    (HistoryRead::Page { filter, limit }, Ok(Found::Page(walked))) => {
+                    (StoredRead::Page { filter, limit }, Ok(Found::Page(walked))) => {
                         let now = self.now();
                         let (jobs, next) =
                             self.page_of(&filter, walked, limit, |job| self.state.view(job, now));
@@ -418,21 +281,21 @@ impl Coordinator {
         }
     }
 
-    fn client_response(&self, read: HistoryRead, found: Found) -> ClientResponse {
+    fn client_response(&self, read: StoredRead, found: Found) -> ClientResponse {
         let now = self.now();
         match (read, found) {
-            (HistoryRead::Status(job_id), Found::Job(job)) => match self.fresh(job, job_id) {
+            (StoredRead::Status(job_id), Found::Job(job)) => match self.fresh(job, job_id) {
                 Some(job) => ClientResponse::Job(Box::new(self.state.view(&job, now))),
                 None => ClientResponse::NotFound { job_id },
             },
-            (HistoryRead::Cancel(job_id), Found::Job(job)) => match self.fresh(job, job_id) {
+            (StoredRead::Cancel(job_id), Found::Job(job)) => match self.fresh(job, job_id) {
                 Some(job) => ClientResponse::CancelRefused {
                     job_id,
                     state: job.state,
                 },
                 None => ClientResponse::NotFound { job_id },
             },
-            (HistoryRead::List { filter, limit }, Found::Summaries(stored)) => {
+            (StoredRead::List { filter, limit }, Found::Summaries(stored)) => {
                 let mut sizes = HashMap::with_capacity(stored.rows.len());
                 let jobs = stored.map(|s| {
                     sizes.insert(s.job.id, (s.payload_bytes, s.result_bytes));
@@ -456,7 +319,7 @@ impl Coordinator {
                 })
             }
             (
-                HistoryRead::Chunk {
+                StoredRead::Chunk {
                     job_id,
                     field,
                     offset,

@@ -10,10 +10,7 @@ use crate::actors::outbox::{ClientAnswer, Delivery};
 use crate::actors::persistence::DeleteJobs;
 use crate::clock::Now;
 use crate::protocol::id_prefix::MAX_CANDIDATES;
-use crate::protocol::{
-    BulkAnswer, ClientRequest, ClientResponse, IdPrefix, JobId, JobState, ListQuery, Refusal,
-    MAX_BULK_JOBS,
-};
+use crate::protocol::{BulkAnswer, ClientResponse, IdPrefix, JobId, Refusal};
 use crate::scheduler::deletion::refusal;
 use crate::scheduler::deletion_queue::{Settled, Tracked};
 use crate::scheduler::RequeueRefused;
@@ -33,49 +30,6 @@ pub(super) struct Deletion {
     more: bool,
     reply_to: Recipient<ClientAnswer>,
     request_id: u64,
-}
-
-/// `List` as the `ListJobs` it is a case of; anything else unchanged.
-pub(super) fn as_list_jobs(request: ClientRequest) -> ClientRequest {
-    match request {
-        ClientRequest::List {
-            state,
-            limit,
-            task_type,
-            cursor,
-        } => ClientRequest::ListJobs(ListQuery {
-            state,
-            task_type,
-            limit,
-            cursor,
-            ..ListQuery::default()
-        }),
-        other => other,
-    }
-}
-
-/// Why a request cannot be run as asked, if it cannot.
-pub(super) fn invalid(request: &ClientRequest) -> Option<String> {
-    let too_many = |what: &str, n: usize| {
-        (n > MAX_BULK_JOBS).then(|| {
-            format!("{what}: {n} job ids, more than the {MAX_BULK_JOBS} one request may name")
-        })
-    };
-    match request {
-        ClientRequest::RequeueJobs { job_ids } => too_many("retry", job_ids.len()),
-        ClientRequest::Delete { job_ids } => too_many("delete", job_ids.len()),
-        ClientRequest::RequeueFailed {
-            state: Some(state), ..
-        } if !matches!(state, JobState::Failed | JobState::Cancelled) => Some(format!(
-            "state: {state} jobs cannot be retried; only FAILED or CANCELLED ones"
-        )),
-        ClientRequest::DeleteFinished {
-            state: Some(state), ..
-        } if !state.is_terminal() => Some(format!(
-            "state: {state} jobs cannot be deleted; only SUCCEEDED, FAILED or CANCELLED ones"
-        )),
-        _ => None,
-    }
 }
 
 /// The answer to a `Resolve` of `prefix` that found `ids` (newest first).
@@ -258,29 +212,6 @@ impl Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bulk_requests_are_bounded_and_states_checked() {
-        let ids = vec![JobId::mint(); MAX_BULK_JOBS + 1];
-        let reason = invalid(&ClientRequest::Delete { job_ids: ids }).expect("refused");
-        assert!(reason.contains("101 job ids"), "{reason}");
-        assert!(invalid(&ClientRequest::Delete {
-            job_ids: vec![JobId::mint(); 100]
-        })
-        .is_none());
-        let running = ClientRequest::DeleteFinished {
-            state: Some(JobState::Running),
-            task_type: None,
-            finished_before: None,
-        };
-        assert!(invalid(&running).expect("refused").contains("RUNNING"));
-        let cancelled = ClientRequest::RequeueFailed {
-            task_type: None,
-            failed_before: None,
-            state: Some(JobState::Cancelled),
-        };
-        assert_eq!(invalid(&cancelled), None);
-    }
 
     #[test]
     fn a_prefix_resolves_to_one_job_or_lists_candidates_newest_first() {

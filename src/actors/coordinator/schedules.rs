@@ -4,7 +4,7 @@
 //! waits on it), and answered once the database holds it.
 
 use super::Coordinator;
-use crate::actors::outbox::{ClientAnswer, Delivery};
+use crate::actors::outbox::{ClientAnswer, Delivery, Unheld};
 use crate::actors::persistence::WriteSchedule;
 use crate::clock::Now;
 use crate::protocol::{ClientRequest, ClientResponse, ScheduleRefusal, MAX_LIST_SCHEDULES};
@@ -22,26 +22,25 @@ pub(super) enum ScheduleStep {
 }
 
 impl Coordinator {
-    /// Handles `request` if it is about schedules; gives it back if not.
+    /// Handles a request about schedules (`Plan::Schedule`).
     pub(super) fn schedule_request(
         &mut self,
         request: ClientRequest,
         reply_to: Recipient<ClientAnswer>,
         request_id: u64,
         ctx: &mut Context<Self>,
-    ) -> Option<ClientRequest> {
+    ) {
         let now = self.now();
         let step = match self.decide_schedule_request(request, now) {
             Ok(step) => step,
-            Err(request) => return Some(*request),
+            // `plan` sends only schedule requests here.
+            Err(_) => ScheduleStep::Answer(ClientResponse::Invalid {
+                reason: "not a request about schedules".into(),
+            }),
         };
         match step {
             ScheduleStep::Answer(response) => {
-                let answer = ClientAnswer {
-                    request_id,
-                    response,
-                };
-                self.finish(Some(Delivery::Client(reply_to, answer)), ctx);
+                self.finish(Some(Delivery::client(reply_to, request_id, response)), ctx);
             }
             ScheduleStep::Store(write, response) => {
                 self.store_schedule(write, response, reply_to, request_id, ctx);
@@ -51,7 +50,6 @@ impl Coordinator {
                 self.arm_slot_timer(now, ctx);
             }
         }
-        None
     }
 
     fn decide_schedule_request(
@@ -177,7 +175,7 @@ fn answer_stored(
         Ok(Err(e)) => store_refused(e.to_string()),
         Err(e) => store_refused(format!("the database thread is unavailable: {e}")),
     };
-    Delivery::client(reply_to, request_id, response).deliver();
+    Delivery::client(reply_to, request_id, response).deliver_unheld(Unheld::StoredByItsOwnWrite);
 }
 
 fn store_refused(reason: String) -> ClientResponse {
