@@ -5,7 +5,7 @@
 use crate::actors::client_session::ClientSession;
 use crate::actors::coordinator::{Coordinator, ExpiryPolicy, Shutdown, NOT_DURABLE_EXIT_CODE};
 use crate::actors::handshake::{ListenerPolicy, SessionContext};
-use crate::actors::history::History;
+use crate::actors::history::{History, ReadShares};
 use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
 use crate::actors::node::{standby, term_io, NodeView};
 use crate::actors::open_files;
@@ -21,7 +21,7 @@ use crate::protocol::Role;
 use crate::scheduler::{CoordinatorState, RecoverySummary, Retention, Stored};
 use crate::security::tls;
 use crate::store::postgres::{PgTarget, PostgresReader, PostgresStore};
-use crate::store::{HistoryReader, JobStore, Store, StoreError};
+use crate::store::{HistoryReader, JobStore, ReadBudget, Store, StoreError};
 use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
@@ -100,12 +100,8 @@ impl CoordinatorServer {
             local_addr(&workers, "worker-listen")?,
         );
         let history = match postgres_readers {
-            None => History::start(
-                &config.db_path,
-                config.history_readers,
-                config.read_budget(),
-            )?,
-            Some(readers) => History::start_with(readers, config.read_budget()),
+            None => History::start(&config.db_path, config.history_readers, read_budget(config))?,
+            Some(readers) => History::start_with(readers, read_budget(config)),
         };
         let coordinator = start_term(
             config,
@@ -177,6 +173,25 @@ fn retention(config: &CoordinatorConfig) -> Retention {
         max_finished: config.retain_finished_in_memory,
         max_age_ms: config.retain_finished_in_memory_millis,
         max_bytes: config.retain_finished_in_memory_bytes,
+    }
+}
+
+/// What one page of history may cost (`history-read-budget`,
+/// `history-read-rows`).
+pub(crate) fn read_budget(config: &CoordinatorConfig) -> ReadBudget {
+    ReadBudget {
+        time: Duration::from_millis(config.history_read_budget_millis),
+        rows: config.history_read_rows,
+    }
+}
+
+/// How history reads share the readers (`history-readers`,
+/// `history-reads-per-connection`, `history-reads-waiting`).
+fn read_shares(config: &CoordinatorConfig) -> ReadShares {
+    ReadShares {
+        readers: config.history_readers,
+        per_connection: config.history_reads_per_connection,
+        waiting: config.history_reads_waiting,
     }
 }
 
@@ -279,7 +294,7 @@ pub(crate) fn start_term(
             .with_schedule_writes(persistence.clone().recipient())
             .with_epoch(links.epoch);
     if let Some(history) = links.history {
-        coordinator = coordinator.with_history(history, config.read_shares(), retention(config));
+        coordinator = coordinator.with_history(history, read_shares(config), retention(config));
     }
     if let Some(watch) = links.fence_watch {
         coordinator = coordinator.with_fence_watch(watch);

@@ -64,7 +64,7 @@ pub fn run(ctx: &Context, command: ScheduleCommand) -> Result<Exit, CliError> {
     };
     let view = view.map_err(refused)?;
     emit(&match ctx.json {
-        true => output::json_text(&view_json(&view)),
+        true => output::json_text(&view.to_json()),
         false => details(&view),
     })?;
     Ok(Exit::Success)
@@ -89,7 +89,7 @@ fn update(
 
 fn list(ctx: &Context, views: Vec<ScheduleView>) -> Result<Exit, CliError> {
     if ctx.json {
-        let all: Vec<Value> = views.iter().map(view_json).collect();
+        let all: Vec<Value> = views.iter().map(ScheduleView::to_json).collect();
         emit(&output::json_text(&Value::Array(all)))?;
         return Ok(Exit::Success);
     }
@@ -206,18 +206,6 @@ fn payload_text(payload: &[u8]) -> String {
     crate::protocol::payloads::decode_value(payload)
         .map(|v| v.to_string())
         .unwrap_or_else(|_| format!("{} bytes", payload.len()))
-}
-
-/// The JSON shape of a schedule: the definition (payload as JSON, times
-/// as unix milliseconds) and what the coordinator knows of its firing.
-pub fn view_json(v: &ScheduleView) -> Value {
-    let mut value = serde_json::to_value(v).unwrap_or_default();
-    if let Some(spec) = value.get_mut("spec") {
-        spec["payload"] = crate::protocol::payloads::decode_value(&v.spec.payload)
-            .map(|p| serde_json::to_value(p).unwrap_or_default())
-            .unwrap_or(Value::Null);
-    }
-    value
 }
 
 #[cfg(test)]

@@ -193,25 +193,6 @@ config_struct! {
 }
 
 impl CoordinatorConfig {
-    /// What one page of history may cost (`history-read-budget`,
-    /// `history-read-rows`).
-    pub fn read_budget(&self) -> crate::store::ReadBudget {
-        crate::store::ReadBudget {
-            time: std::time::Duration::from_millis(self.history_read_budget_millis),
-            rows: self.history_read_rows,
-        }
-    }
-
-    /// How history reads share the readers (`history-readers`,
-    /// `history-reads-per-connection`, `history-reads-waiting`).
-    pub fn read_shares(&self) -> crate::actors::history::ReadShares {
-        crate::actors::history::ReadShares {
-            readers: self.history_readers,
-            per_connection: self.history_reads_per_connection,
-            waiting: self.history_reads_waiting,
-        }
-    }
-
     /// The `[[schedule]]` definitions, each valid (see `check_schedules`).
     pub fn declared_schedules(&self) -> Vec<crate::protocol::ScheduleSpec> {
         self.schedule

@@ -1,18 +1,18 @@
 //! Schedules over HTTP: list, show, pause, resume, trigger and delete,
 //! each the TCP protocol's request, answered once durable like every
 //! other, in the CLI's `--json` shape of a schedule
-//! (`cli::schedule::view_json`: the definition with its payload as JSON,
+//! (`ScheduleView::to_json`: the definition with its payload as JSON,
 //! times as unix milliseconds, and what the coordinator knows of its
 //! firing); and create (`POST /api/schedules`) and replace
 //! (`PUT /api/schedules/{name}`) a definition, with the CLI's options
 //! under their wire names.
 
-use crate::cli::schedule::view_json;
 use crate::http::api::{empty_object, ApiResult, Link};
 use crate::http::body::Body;
 use crate::http::error::ApiError;
 use crate::protocol::limits;
 use crate::protocol::payloads::encode_json;
+use crate::protocol::ScheduleView;
 use crate::protocol::{
     ClientRequest, ClientResponse, Overlap, Priority, ScheduleRefusal, ScheduleSpec, SubmitAnswer,
 };
@@ -34,7 +34,7 @@ pub async fn list(link: Link, params: web::Query<ListParams>) -> ApiResult {
     let after = params.into_inner().after.filter(|a| !a.is_empty());
     match link.request(ClientRequest::ListSchedules { after }).await? {
         ClientResponse::Schedules { schedules, more } => Ok(HttpResponse::Ok().json(json!({
-            "schedules": schedules.iter().map(view_json).collect::<Vec<_>>(),
+            "schedules": schedules.iter().map(ScheduleView::to_json).collect::<Vec<_>>(),
             "more": more,
         }))),
         other => Err(ApiError::unexpected(other)),
@@ -228,7 +228,7 @@ pub async fn delete(link: Link, name: web::Path<String>) -> ApiResult {
 /// Asks `request`, answered with a schedule (`status`) or a refusal.
 async fn request_view(link: &Link, request: ClientRequest, status: StatusCode) -> ApiResult {
     match link.request(request).await? {
-        ClientResponse::Schedule(view) => Ok(HttpResponse::build(status).json(view_json(&view))),
+        ClientResponse::Schedule(view) => Ok(HttpResponse::build(status).json(view.to_json())),
         other => refused(other),
     }
 }

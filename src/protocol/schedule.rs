@@ -152,5 +152,20 @@ pub struct ScheduleView {
     pub skipped: u64,
 }
 
+impl ScheduleView {
+    /// The JSON shape of a schedule (CLI `--json`, HTTP): the definition,
+    /// its payload as JSON, times as unix milliseconds, and what the
+    /// coordinator knows of its firing.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(spec) = value.get_mut("spec") {
+            spec["payload"] = crate::protocol::payloads::decode_value(&self.spec.payload)
+                .map(|p| serde_json::to_value(p).unwrap_or_default())
+                .unwrap_or(serde_json::Value::Null);
+        }
+        value
+    }
+}
+
 /// How many runs a view lists.
 pub const MAX_RECENT_RUNS_LIMIT: usize = 10;

@@ -280,9 +280,10 @@ impl Handler<Recovered> for Node {
             }
         };
         let links = TermLinks {
-            history: opened
-                .history
-                .map(|readers| History::start_with(readers, self.config.read_budget()).recipient()),
+            history: opened.history.map(|readers| {
+                History::start_with(readers, crate::actors::server::read_budget(&self.config))
+                    .recipient()
+            }),
             fence_watch: Some(ctx.address().recipient()),
             epoch: m.epoch,
             trust: Some(self.trust.clone()),
