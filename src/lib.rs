@@ -13,6 +13,8 @@ pub mod ha;
 pub mod http;
 pub mod logging;
 pub mod memory;
+pub mod net;
+pub mod process;
 pub mod protocol;
 pub mod scheduler;
 pub mod security;

@@ -9,7 +9,7 @@ use common::{jobs, sessions, wait_until, Cluster};
 use serde_json::json;
 use std::io::Write;
 use std::time::Duration;
-use taskyard::actors::handshake::ListenerPolicy;
+use taskyard::net::handshake::ListenerPolicy;
 use taskyard::protocol::*;
 use tokio::io::AsyncWriteExt;
 

@@ -8,8 +8,8 @@ use common::raw_client::{self, read_frame};
 use common::{jobs, sessions, Cluster};
 use serde_json::json;
 use std::time::Duration;
-use taskyard::actors::handshake::ListenerPolicy;
 use taskyard::client::{Client, ClientOptions};
+use taskyard::net::handshake::ListenerPolicy;
 use taskyard::protocol::*;
 use tokio::io::{AsyncWriteExt, DuplexStream};
 

@@ -194,7 +194,7 @@ fn shape(db: &std::path::Path) -> Vec<(i64, String, i64, bool, Option<String>)> 
 /// Runs the same scenario and ends it with `end`: two sleeps running on a
 /// worker of capacity 2, one queued behind them, one finished echo.
 fn scenario_database(
-    end: impl FnOnce(taskyard::actors::CoordinatorHandle),
+    end: impl FnOnce(taskyard::process::CoordinatorHandle),
 ) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = coordinator_config(dir.path());
@@ -228,7 +228,7 @@ fn scenario_database(
 #[test]
 fn graceful_stop_leaves_the_same_database_shape_as_a_crash() {
     let (_graceful_dir, graceful) =
-        scenario_database(|c| assert_eq!(c.stop(), taskyard::actors::StopOutcome::Durable));
+        scenario_database(|c| assert_eq!(c.stop(), taskyard::process::StopOutcome::Durable));
     let (_killed_dir, killed) = scenario_database(|c| c.kill());
     let shape_after_stop = shape(&graceful);
     assert_eq!(shape_after_stop, shape(&killed));

@@ -8,10 +8,10 @@ mod common;
 use common::http::Http;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use taskyard::actors::node::{NodeHandle, StoreOpener, TermStore};
 use taskyard::client::Client;
 use taskyard::config::CoordinatorConfig;
 use taskyard::ha::MemoryLease;
+use taskyard::process::node::{NodeHandle, StoreOpener, TermStore};
 use taskyard::protocol::CoordinatorToClient;
 use taskyard::store::JobStore;
 

@@ -7,9 +7,9 @@ mod common;
 
 use common::http::Http;
 use std::time::{Duration, Instant};
-use taskyard::actors::node::NodeHandle;
 use taskyard::client::Client;
 use taskyard::config::{CoordinatorConfig, PostgresUrl, StoreKind};
+use taskyard::process::node::NodeHandle;
 use taskyard::protocol::{
     ClientRequest, CoordinatorToClient, CoordinatorToWorker, Hello, Role, SubmitAnswer,
     SubmitRequest, WorkerMessage,

@@ -8,10 +8,10 @@ use actix_web::http::StatusCode;
 use actix_web::test::{call_service, init_service, read_body_json, TestRequest};
 use serde_json::{json, Value};
 use std::sync::Arc;
-use taskyard::actors::CoordinatorServer;
 use taskyard::clock::SystemClock;
 use taskyard::http::server::ROUTES;
 use taskyard::http::{app, CoordinatorLink, ListenerHosts};
+use taskyard::process::CoordinatorServer;
 use taskyard::protocol::payloads::encode_json;
 
 async fn coordinator(dir: &std::path::Path) -> CoordinatorServer {

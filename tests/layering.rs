@@ -21,7 +21,9 @@ const LAYERS: &[&[&str]] = &[
     &["ha"],
     &["client", "worker"],
     &["actors"],
+    &["net"],
     &["http"],
+    &["process"],
     &["bench"],
     &["cli"],
 ];
@@ -34,8 +36,6 @@ const KNOWN_EXCEPTIONS: &[(&str, &str)] = &[
     ("config", "scheduler"),
     ("config", "store"),
     ("config", "worker"),
-    // Start-up code in actors/ starts the HTTP server.
-    ("actors", "http"),
 ];
 
 fn layer_of(folder: &str) -> Option<usize> {

@@ -97,7 +97,7 @@ fn a_locked_database_fails_held_answers_makes_readyz_say_why_and_recovers_when_r
         metric(&http, "taskyard_persistence_commits_failing"),
         Some(0.0)
     );
-    assert_eq!(coordinator.stop(), taskyard::actors::StopOutcome::Durable);
+    assert_eq!(coordinator.stop(), taskyard::process::StopOutcome::Durable);
 }
 
 #[test]
@@ -211,7 +211,7 @@ fn a_database_that_cannot_be_written_is_refused_at_start_naming_the_file() {
     };
     assert_eq!(
         start_coordinator(config).stop(),
-        taskyard::actors::StopOutcome::Durable
+        taskyard::process::StopOutcome::Durable
     );
     let (code, stderr) = start_on_read_only_database(dir.path(), &db);
     assert_eq!(code, Some(2), "{stderr}");

@@ -267,7 +267,7 @@ fn the_log_names_the_database_without_the_password() {
     let json = slog_json::Json::default(SharedWriter(lines.clone()));
     let log = slog::Logger::root(slog::Drain::fuse(std::sync::Mutex::new(json)), slog::o!());
     let coordinator =
-        taskyard::actors::CoordinatorHandle::spawn(config, log).expect("coordinator starts");
+        taskyard::process::CoordinatorHandle::spawn(config, log).expect("coordinator starts");
     coordinator.stop();
     let text = String::from_utf8_lossy(&lines.lock().expect("lines")).into_owned();
     assert!(text.contains("PostgreSQL taskyard@127.0.0.1:"), "{text}");

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use taskyard::actors::coordinator::*;
 use taskyard::actors::outbox::{ClientAnswer, SendToWorker};
-use taskyard::actors::CoordinatorServer;
 use taskyard::clock::ManualClock;
 use taskyard::config::CoordinatorConfig;
+use taskyard::process::CoordinatorServer;
 use taskyard::protocol::payloads::encode_json;
 use taskyard::protocol::*;
 use taskyard::scheduler::SessionId;
@@ -355,7 +355,7 @@ fn stock_and_stop(dir: &std::path::Path, cancelled: usize) -> (JobId, JobId) {
     };
     assert_eq!(
         coordinator.stop(),
-        taskyard::actors::StopOutcome::Durable,
+        taskyard::process::StopOutcome::Durable,
         "stopped cleanly"
     );
     (keyed.expect("one job"), queued)

@@ -2,7 +2,6 @@
 //! thread (a one-thread `SyncArbiter`), so no coordinator handler ever
 //! waits on disk.
 
-use crate::actors::server::PERSISTENCE_THREAD;
 use crate::scheduler::JobRow;
 use crate::store::{ExpiredJob, ExpiryCutoffs, Store, StoreError};
 use actix::dev::ToEnvelope;
@@ -10,6 +9,9 @@ use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
 use slog::{debug, Logger};
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// Name of the `Persistence` thread.
+pub const PERSISTENCE_THREAD: &str = "taskyard-persist";
 
 /// Coordinator → persistence: write these rows of the next batch into the
 /// open transaction now, ahead of its `CommitBatch`, so the commit that

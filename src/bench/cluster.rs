@@ -3,8 +3,6 @@
 //! in-process workers that run the benchmark's no-op task types.
 
 use crate::actors::coordinator::{Inspect, Inspection};
-use crate::actors::node::NodeHandle;
-use crate::actors::CoordinatorHandle;
 use crate::bench::postgres::BenchPostgres;
 use crate::bench::seed::{self, SeedPlan};
 use crate::bench::{BenchError, BenchOptions};
@@ -12,6 +10,8 @@ use crate::client::Client;
 use crate::client::ClientOptions;
 use crate::clock::Clock;
 use crate::config::{CoordinatorConfig, PostgresUrl, StoreKind, WorkerConfig};
+use crate::process::node::NodeHandle;
+use crate::process::CoordinatorHandle;
 use crate::protocol::{JobId, TaskOutcome};
 use crate::worker::{TaskRegistry, Threads, WorkerHandle};
 use slog::Logger;
@@ -81,7 +81,7 @@ impl Running {
     /// Starts the coordinator `config` describes and returns once it
     /// serves, with the rows recovery loaded when known.
     fn start(config: &CoordinatorConfig, log: Logger) -> Result<(Running, usize), BenchError> {
-        let failed = |e: crate::actors::server::StartError| BenchError::Start(e.to_string());
+        let failed = |e: crate::process::server::StartError| BenchError::Start(e.to_string());
         match config.store {
             StoreKind::Sqlite => {
                 let handle = CoordinatorHandle::spawn(config.clone(), log).map_err(failed)?;

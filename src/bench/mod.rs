@@ -24,10 +24,10 @@ pub mod takeover;
 pub(crate) use cluster::TempDir;
 pub use report::BenchReport;
 
-use crate::actors::server::{COORDINATOR_THREAD, PERSISTENCE_THREAD};
 use crate::client::ClientError;
 use crate::client::ClientOptions;
 use crate::config::{StoreKind, Synchronous};
+use crate::process::server::{COORDINATOR_THREAD, PERSISTENCE_THREAD};
 use crate::protocol::{Priority, SubmitRequest};
 use cluster::{Cluster, NOOP, TIMED, UNRUN};
 use cpu::{CpuSnapshot, CpuUsed};

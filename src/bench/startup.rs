@@ -4,14 +4,14 @@
 //! times, each timed from the call to ready-to-serve (database opened,
 //! state recovered, listeners open), and once more step by step.
 
-use crate::actors::node::NodeHandle;
-use crate::actors::CoordinatorHandle;
 use crate::bench::cluster::{wait_leading, TempDir, LEAD_WITHIN};
 use crate::bench::postgres::BenchPostgres;
 use crate::bench::seed::{self, SeedPlan};
 use crate::bench::BenchError;
 use crate::clock::Clock;
 use crate::config::{CoordinatorConfig, PostgresUrl, StoreKind, Synchronous};
+use crate::process::node::NodeHandle;
+use crate::process::CoordinatorHandle;
 use crate::scheduler::CoordinatorState;
 use crate::scheduler::Stored;
 use crate::store::postgres::PostgresStore;

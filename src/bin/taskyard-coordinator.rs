@@ -4,9 +4,9 @@
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use taskyard::actors::node::NodeHandle;
-use taskyard::actors::{CoordinatorHandle, StopOutcome};
 use taskyard::config::{load, CoordinatorOptions, StoreKind};
+use taskyard::process::node::NodeHandle;
+use taskyard::process::{CoordinatorHandle, StopOutcome};
 use taskyard::signals::Waited;
 
 /// What runs: one coordinator (SQLite), or a node that leads in terms.

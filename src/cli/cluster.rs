@@ -5,7 +5,7 @@
 //! `--http`, the coordinator at `--coordinator` names its HTTP address in
 //! its `Hello`.
 
-use crate::actors::node::ClusterInfo;
+use crate::actors::node_view::ClusterInfo;
 use crate::cli::output::{self, emit, table};
 use crate::cli::{CliError, Context, Exit};
 use clap::Args;
@@ -190,7 +190,7 @@ pub fn render(info: &ClusterInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actors::node::{ClusterLeader, ClusterMember};
+    use crate::process::node::{ClusterLeader, ClusterMember};
     use crate::protocol::LeaderAddresses;
 
     #[test]

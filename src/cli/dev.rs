@@ -1,9 +1,9 @@
 //! `taskyard dev`: a coordinator and embedded workers in one process, for
 //! trying taskyard locally. Stops cleanly on Ctrl-C.
 
-use crate::actors::{CoordinatorHandle, StartError, StopOutcome};
 use crate::cli::{output, CliError, Context, Exit};
 use crate::config::{load, CoordinatorOptions, WorkerConfig};
+use crate::process::{CoordinatorHandle, StartError, StopOutcome};
 use crate::protocol::limits::{self, Range};
 use crate::store::StoreErrorKind;
 use crate::worker::WorkerHandle;

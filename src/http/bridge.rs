@@ -12,7 +12,7 @@
 //! state it shows is committed — the same rule as the TCP `ClientSession`.
 
 use crate::actors::coordinator::{ClientCommand, Coordinator, Query, QueryKind};
-use crate::actors::node::{NodeRole, NodeView};
+use crate::actors::node_view::{NodeRole, NodeView};
 use crate::actors::outbox::{ClientAnswer, QueryAnswer, QueryResult};
 use crate::clock::Clock;
 use crate::protocol::{ClientRequest, ClientResponse, LeaderAddresses};

@@ -4,7 +4,7 @@
 //! its `Metrics`, the job families labelled by task type
 //! (`metrics_by_task_type`), then the standard `process_*` families.
 
-use crate::actors::node::{NodeRole, NodeView};
+use crate::actors::node_view::{NodeRole, NodeView};
 use crate::http::api::fetch_stats;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::dto::free_capacity;

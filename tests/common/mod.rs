@@ -28,9 +28,9 @@ pub mod tls;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use taskyard::actors::CoordinatorHandle;
 use taskyard::client::Client;
 use taskyard::config::{CoordinatorConfig, WorkerConfig};
+use taskyard::process::CoordinatorHandle;
 use taskyard::worker::{TaskRegistry, WorkerHandle};
 
 pub fn quiet_log() -> slog::Logger {

@@ -5,11 +5,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use taskyard::actors::client_session::ClientSession;
-use taskyard::actors::handshake::{ListenerPolicy, SessionContext};
-use taskyard::actors::CoordinatorServer;
 use taskyard::clock::SystemClock;
 use taskyard::config::CoordinatorConfig;
+use taskyard::net::client_session::ClientSession;
+use taskyard::net::handshake::{ListenerPolicy, SessionContext};
+use taskyard::process::CoordinatorServer;
 use taskyard::protocol::{CoordinatorToClient, Role};
 use tokio::io::{AsyncReadExt, DuplexStream};
 

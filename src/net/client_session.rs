@@ -3,9 +3,9 @@
 //! fit one frame.
 
 use crate::actors::coordinator::{ClientCommand, Coordinator};
-use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::ClientAnswer;
-use crate::actors::session_io::{SessionIo, SessionPhase};
+use crate::net::handshake::SessionContext;
+use crate::net::session_io::{SessionIo, SessionPhase};
 use crate::protocol::{
     fit, ClientMessage, ClientRequest, ClientResponse, CoordinatorToClient, ProtocolError,
     IDLE_CLOSED,

@@ -2,7 +2,7 @@
 //! peer's `Hello`) within the handshake timeout, answer `NotLeader` with
 //! the leader's advertised addresses (as last read), and close.
 
-use crate::actors::listener::{Accepted, ReadHalf, WriteHalf};
+use crate::net::listener::{Accepted, ReadHalf, WriteHalf};
 use crate::protocol::{
     ClientMessage, CoordinatorToClient, CoordinatorToWorker, FrameCodec, LeaderAddresses, Role,
     WorkerMessage,

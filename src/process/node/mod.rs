@@ -4,7 +4,8 @@
 pub mod runtime;
 pub mod standby;
 pub mod term_io;
-pub mod view;
 
+pub use crate::actors::node_view::{
+    ClusterInfo, ClusterLeader, ClusterMember, NodeRole, NodeView, Term, ViewState,
+};
 pub use runtime::{postgres_opener, NodeHandle, NodeServer, StoreOpener, TermStore};
-pub use view::{ClusterInfo, ClusterLeader, ClusterMember, NodeRole, NodeView, Term, ViewState};

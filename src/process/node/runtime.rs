@@ -10,17 +10,17 @@
 
 use crate::actors::coordinator::{Coordinator, Depose, Fenced, Shutdown, NOT_DURABLE_EXIT_CODE};
 use crate::actors::history::History;
-use crate::actors::node::view::{NodeRole, NodeView, Term};
-use crate::actors::open_files;
-use crate::actors::server::{
-    advertised, bind, bind_http, local_addr, postgres_readers, spawn_http, start_term, Listeners,
-    StartError, StopOutcome, TermLinks,
-};
+use crate::actors::node_view::{NodeRole, NodeView, Term};
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
 use crate::ha::{
     LeaseCommand, LeaseEvent, LeaseRunner, LeaseStore, LeaseTiming, NodeIdentity, PostgresLease,
     StepDownReason, TrustDeadline, LEASE_THREAD,
+};
+use crate::net::open_files;
+use crate::process::server::{
+    advertised, bind, bind_http, local_addr, postgres_readers, spawn_http, start_term, Listeners,
+    StartError, StopOutcome, TermLinks,
 };
 use crate::scheduler::{CoordinatorState, RecoverySummary};
 use crate::store::postgres::PostgresStore;
@@ -219,7 +219,7 @@ fn recover(
     let stored = store.load_for_recovery(config.retain_finished_in_memory)?;
     let mut state = CoordinatorState::for_config(config, log.clone());
     let summary = state.recover_stored(stored, clock.now());
-    crate::actors::schedule_startup::restore_schedules(
+    crate::process::schedule_startup::restore_schedules(
         store.as_mut(),
         &mut state,
         &config.declared_schedules(),
@@ -281,7 +281,7 @@ impl Handler<Recovered> for Node {
         };
         let links = TermLinks {
             history: opened.history.map(|readers| {
-                History::start_with(readers, crate::actors::server::read_budget(&self.config))
+                History::start_with(readers, crate::process::server::read_budget(&self.config))
                     .recipient()
             }),
             fence_watch: Some(ctx.address().recipient()),
@@ -471,7 +471,7 @@ impl NodeHandle {
         log: Logger,
     ) -> Result<NodeHandle, StartError> {
         let config = Arc::new(config);
-        let (server, system, thread) = crate::actors::server::spawn_system(move || {
+        let (server, system, thread) = crate::process::server::spawn_system(move || {
             NodeServer::start(config, Arc::new(SystemClock), lease_store, open_store, log)
         })?;
         Ok(NodeHandle {

@@ -3,7 +3,7 @@
 //! fail, so every session of the term closes without being told, and
 //! nothing more reaches its peer.
 
-use crate::actors::listener::{ReadHalf, WriteHalf};
+use crate::net::listener::{ReadHalf, WriteHalf};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;

@@ -2,20 +2,20 @@
 //! listeners, then accept connections. Also a handle that runs one on its
 //! own thread, for `taskyard dev`, tests and benchmarks.
 
-use crate::actors::client_session::ClientSession;
 use crate::actors::coordinator::{Coordinator, ExpiryPolicy, Shutdown, NOT_DURABLE_EXIT_CODE};
-use crate::actors::handshake::{ListenerPolicy, SessionContext};
 use crate::actors::history::{History, ReadShares};
-use crate::actors::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
-use crate::actors::node::{standby, term_io, NodeView};
-use crate::actors::open_files;
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
-use crate::actors::worker_session::WorkerSession;
-use crate::actors::write_budget::UnwrittenBytes;
 use crate::clock::{Clock, SystemClock};
 use crate::config::CoordinatorConfig;
 use crate::config::StoreKind;
+use crate::net::client_session::ClientSession;
+use crate::net::handshake::{ListenerPolicy, SessionContext};
+use crate::net::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
+use crate::net::open_files;
+use crate::net::worker_session::WorkerSession;
+use crate::net::write_budget::UnwrittenBytes;
+use crate::process::node::{standby, term_io, NodeView};
 use crate::protocol::register::WorkerLimits;
 use crate::protocol::Role;
 use crate::scheduler::{CoordinatorState, RecoverySummary, Retention, Stored};
@@ -33,8 +33,7 @@ use tokio_rustls::TlsAcceptor;
 /// Name of the thread `CoordinatorHandle` runs the actor system on (the
 /// coordinator and every session).
 pub const COORDINATOR_THREAD: &str = "taskyard-coordinator";
-/// Name of the `Persistence` (SQLite) thread.
-pub const PERSISTENCE_THREAD: &str = "taskyard-persist";
+pub use crate::actors::persistence::PERSISTENCE_THREAD;
 
 /// Why a coordinator could not start. Nothing was listening when it failed.
 #[derive(Debug, thiserror::Error)]
@@ -406,7 +405,7 @@ fn schedules_at_start(
         std::thread::Builder::new()
             .name("taskyard-schedules".into())
             .spawn_scoped(scope, || {
-                crate::actors::schedule_startup::restore_schedules(
+                crate::process::schedule_startup::restore_schedules(
                     store.as_mut(),
                     state,
                     &declared,

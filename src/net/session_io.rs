@@ -8,8 +8,8 @@
 //! what is buffered before it calls `WriteHandler::finished`, which stops the
 //! actor, so the peer always receives the error frame that explains the close.
 
-use crate::actors::handshake::{ListenerPolicy, SessionContext};
-use crate::actors::write_budget::{CountingEncoder, CountingWrite, Gated, WriteMeter};
+use crate::net::handshake::{ListenerPolicy, SessionContext};
+use crate::net::write_budget::{CountingEncoder, CountingWrite, Gated, WriteMeter};
 use crate::protocol::{CoordinatorToClient, CoordinatorToWorker, FrameCodec, ProtocolError, Role};
 use actix::io::{FramedWrite, WriteHandler};
 use actix::{Actor, ActorContext, AsyncContext, Context, Running, StreamHandler};

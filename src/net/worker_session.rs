@@ -6,10 +6,10 @@ use crate::actors::coordinator::{
     Coordinator, RegisterWorker, WorkerDisconnected, WorkerDraining, WorkerHeartbeat,
     WorkerTaskProgress, WorkerTaskResult,
 };
-use crate::actors::handshake::SessionContext;
 use crate::actors::outbox::SendToWorker;
-use crate::actors::session_io::{SessionIo, SessionPhase};
-use crate::actors::write_budget::{StallWatch, MIN_PROGRESS_BYTES};
+use crate::net::handshake::SessionContext;
+use crate::net::session_io::{SessionIo, SessionPhase};
+use crate::net::write_budget::{StallWatch, MIN_PROGRESS_BYTES};
 use crate::protocol::limits;
 use crate::protocol::register::{
     cut_at_char_boundary, validate_claims, validate_register, REGISTRATION_REFUSED,

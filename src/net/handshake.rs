@@ -2,8 +2,8 @@
 //! version, for this listener's role, with its token when one is set, within
 //! the handshake timeout; then frames no larger than the limit.
 
-use crate::actors::listener::Slot;
-use crate::actors::write_budget::UnwrittenBytes;
+use crate::net::listener::Slot;
+use crate::net::write_budget::UnwrittenBytes;
 use crate::protocol::register::WorkerLimits;
 use crate::protocol::{Hello, Role, PROTOCOL_VERSION, VERSION_MISMATCH, WRONG_LISTENER};
 use crate::security::Secret;
