@@ -75,7 +75,12 @@ impl EncodeMetric for ConstHistogram<'_> {
         let h = self.0;
         // Counts per bound, as the encoder wants them: it sums them into
         // the cumulative `_bucket`s and adds `+Inf` (every observation).
-        let buckets: Vec<(f64, u64)> = h.bounds.iter().copied().zip(h.buckets.clone()).collect();
+        let buckets: Vec<(f64, u64)> = h
+            .bounds
+            .iter()
+            .copied()
+            .zip(h.buckets.iter().copied())
+            .collect();
         out.encode_histogram::<NoLabelSet>(h.sum, h.count, &buckets, None)
     }
 
