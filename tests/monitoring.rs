@@ -237,3 +237,99 @@ fn a_live_coordinator_s_metrics_pass_promtool_check_metrics() {
     );
     assert!(said.trim().is_empty(), "promtool's lint found: {said}");
 }
+
+/// The shape of a coordinator's `/metrics` that dashboards and alerts rely
+/// on, checked in: every family's `# HELP` and `# TYPE` line, and each
+/// sample without its value, with the open-ended label values (`task_type`,
+/// `schedule`, `version`) written `*`; each distinct line once. So names,
+/// types, label sets, the histograms' `le` bounds and the closed label
+/// values (`state`, `priority`, `reason`) all show. After an intended change
+/// rewrite it with `TASKYARD_BLESS=1 cargo test --test monitoring golden`
+/// (and tell whoever keeps dashboards and alerts).
+const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/metrics.txt");
+
+/// The lines of `exposition` as [`GOLDEN`] holds them, in first-seen order.
+fn shape(exposition: &str) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    exposition
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(|line| match line.starts_with('#') {
+            true => line.to_string(),
+            false => sample_shape(line),
+        })
+        .filter(|line| seen.insert(line.clone()))
+        .collect()
+}
+
+/// `name{key="value",…}` of one sample line: no value, open-ended label
+/// values as `*`.
+fn sample_shape(line: &str) -> String {
+    let series = line.rsplit_once(' ').map_or(line, |(series, _)| series);
+    let Some((name, labels)) = series.split_once('{') else {
+        return series.to_string();
+    };
+    let pairs: Vec<String> = label_pairs(labels.strip_suffix('}').unwrap_or(labels))
+        .into_iter()
+        .map(|(key, value)| match key.as_str() {
+            "task_type" | "schedule" | "version" => format!("{key}=\"*\""),
+            _ => format!("{key}=\"{value}\""),
+        })
+        .collect();
+    format!("{name}{{{}}}", pairs.join(","))
+}
+
+/// The `key="value"` pairs of a label list, values as written (escapes kept).
+fn label_pairs(mut text: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    while let Some((key, after)) = text.split_once("=\"") {
+        let mut value = String::new();
+        let mut end = after.len();
+        let mut chars = after.char_indices();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    value.push(c);
+                    value.extend(chars.next().map(|(_, escaped)| escaped));
+                }
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                _ => value.push(c),
+            }
+        }
+        pairs.push((key.trim_start_matches(',').to_string(), value));
+        text = &after[end..];
+    }
+    pairs
+}
+
+#[test]
+fn a_coordinator_exports_the_golden_families_labels_and_buckets() {
+    let cluster = Cluster::start(1, 1);
+    let http = cluster.http();
+    let schedule = json!({
+        "name": "nightly", "task_type": "echo", "cron": "0 3 * * *",
+        "payload": { "message": "n" }, "paused": true,
+    });
+    let created = http.post("/api/schedules", &schedule);
+    assert_eq!(created.status, 201, "{created:?}");
+    let metrics = http.get("/metrics");
+    assert_eq!(metrics.status, 200);
+    let found = shape(&metrics.body);
+    if std::env::var("TASKYARD_BLESS").as_deref() == Ok("1") {
+        std::fs::write(GOLDEN, found.join("\n") + "\n").expect("write the golden list");
+    }
+    let golden = std::fs::read_to_string(GOLDEN).expect("tests/golden/metrics.txt");
+    let golden: BTreeSet<&str> = golden.lines().collect();
+    let found: BTreeSet<&str> = found.iter().map(String::as_str).collect();
+    let missing: Vec<_> = golden.difference(&found).collect();
+    let new: Vec<_> = found.difference(&golden).collect();
+    assert!(
+        missing.is_empty() && new.is_empty(),
+        "/metrics no longer matches tests/golden/metrics.txt: gone {missing:#?}, new {new:#?}. \
+         Dashboards and alerts depend on these names, types and labels; if the change is \
+         intended, run `TASKYARD_BLESS=1 cargo test --test monitoring golden` and commit the file."
+    );
+}

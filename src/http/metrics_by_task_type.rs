@@ -5,13 +5,17 @@
 //! submission) and `rate()` sees its first job; task types beyond
 //! `metrics-max-task-types` are summed under `task_type="other"`.
 
-use crate::http::exposition::{family, histogram_series, labels, single};
+use crate::http::const_metrics::{gauge, labelled, ConstHistogram};
 use crate::protocol::Priority;
 use crate::scheduler::metrics::{Histogram, Metrics};
 use crate::scheduler::task_type_metrics::JobCounters;
 use crate::scheduler::StatsSnapshot;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
 use std::collections::HashMap;
-use std::fmt::Write;
+use std::fmt;
 
 type Counter = fn(&JobCounters) -> u64;
 type HistogramOf = fn(&JobCounters) -> &Histogram;
@@ -29,26 +33,33 @@ const COUNTERS: [(&str, &str, Counter); 5] = [
 ];
 
 /// `taskyard_jobs_{submitted,succeeded,failed,retried,cancelled}_total`.
-pub fn job_counters(out: &mut String, m: &Metrics) {
+pub fn job_counters(out: &mut DescriptorEncoder, m: &Metrics) -> fmt::Result {
     for (name, help, read) in COUNTERS {
-        let full = format!("taskyard_jobs_{name}_total");
-        family(out, &full, "counter", help);
-        for (task_type, counters) in m.by_task_type.iter() {
-            let tags = labels(&[("task_type", task_type)]);
-            let _ = writeln!(out, "{full}{tags} {}", read(counters));
-        }
+        let series = m.by_task_type.iter().map(|(task_type, counters)| {
+            (
+                task_type_label(task_type),
+                ConstCounter::new(read(counters)),
+            )
+        });
+        // The encoder appends `_total`.
+        let name = format!("taskyard_jobs_{name}");
+        labelled(out, &name, help, MetricType::Counter, series)?;
     }
-    single(
+    gauge(
         out,
         "taskyard_metrics_task_types_folded",
-        "gauge",
         "1 once a task type is counted under task_type=\"other\" (beyond metrics-max-task-types), else 0.",
         u64::from(m.by_task_type.folded()),
-    );
+    )
+}
+
+/// The label set of a series of one task type label.
+fn task_type_label(task_type: &str) -> [(&str, &str); 1] {
+    [("task_type", task_type)]
 }
 
 /// The two latency histograms, one series per task type label.
-pub fn histograms(out: &mut String, m: &Metrics) {
+pub fn histograms(out: &mut DescriptorEncoder, m: &Metrics) -> fmt::Result {
     let families: [(&str, &str, HistogramOf); 2] = [
         (
             "taskyard_job_submit_to_start_seconds",
@@ -63,11 +74,12 @@ pub fn histograms(out: &mut String, m: &Metrics) {
         ),
     ];
     for (name, help, read) in families {
-        family(out, name, "histogram", help);
-        for (task_type, counters) in m.by_task_type.iter() {
-            histogram_series(out, name, &[("task_type", task_type)], read(counters));
-        }
+        let series = m.by_task_type.iter().map(|(task_type, counters)| {
+            (task_type_label(task_type), ConstHistogram(read(counters)))
+        });
+        labelled(out, name, help, MetricType::Histogram, series)?;
     }
+    Ok(())
 }
 
 /// What the queue gauges show of one label.
@@ -81,7 +93,7 @@ struct QueueTotals {
 
 /// `taskyard_queue_depth`, `taskyard_queue_oldest_age_seconds` and
 /// `taskyard_queue_unserved_jobs` per task type label.
-pub fn queues(out: &mut String, s: &StatsSnapshot) {
+pub fn queues(out: &mut DescriptorEncoder, s: &StatsSnapshot) -> fmt::Result {
     let by = &s.metrics.by_task_type;
     let mut totals: HashMap<&str, QueueTotals> = HashMap::new();
     for q in &s.queues {
@@ -104,44 +116,46 @@ pub fn queues(out: &mut String, s: &StatsSnapshot) {
         .iter()
         .map(|(label, _)| (label, totals.get(label).unwrap_or(&none)))
         .collect();
-    family(
+    let depth = rows.iter().flat_map(|(label, t)| {
+        Priority::ALL.into_iter().rev().map(|p| {
+            let labels = [
+                ("task_type", label.to_string()),
+                ("priority", p.to_string()),
+            ];
+            (labels, ConstGauge::new(t.depth[usize::from(p.level())]))
+        })
+    });
+    labelled(
         out,
         "taskyard_queue_depth",
-        "gauge",
         "Ready QUEUED jobs per task type and base priority.",
-    );
-    for (label, t) in &rows {
-        for p in Priority::ALL.into_iter().rev() {
-            let tags = labels(&[("task_type", label), ("priority", &p.to_string())]);
-            let depth = t.depth[usize::from(p.level())];
-            let _ = writeln!(out, "taskyard_queue_depth{tags} {depth}");
-        }
-    }
-    family(
-        out,
-        "taskyard_queue_oldest_age_seconds",
-        "gauge",
-        "How long the oldest ready QUEUED job of the task type has waited; 0 with none.",
-    );
-    for (label, t) in &rows {
+        MetricType::Gauge,
+        depth,
+    )?;
+    let age = rows.iter().map(|(label, t)| {
         let age_ms = t
             .oldest_ready_at
             .map_or(0, |at| s.at.saturating_sub(at).max(0));
-        let tags = labels(&[("task_type", label)]);
-        let _ = writeln!(
-            out,
-            "taskyard_queue_oldest_age_seconds{tags} {}",
-            age_ms as f64 / 1000.0
-        );
-    }
-    family(
+        (
+            task_type_label(label),
+            ConstGauge::new(age_ms as f64 / 1000.0),
+        )
+    });
+    labelled(
+        out,
+        "taskyard_queue_oldest_age_seconds",
+        "How long the oldest ready QUEUED job of the task type has waited; 0 with none.",
+        MetricType::Gauge,
+        age,
+    )?;
+    let unserved = rows
+        .iter()
+        .map(|(label, t)| (task_type_label(label), ConstGauge::new(t.unserved)));
+    labelled(
         out,
         "taskyard_queue_unserved_jobs",
-        "gauge",
         "Ready QUEUED jobs of a task type that no connected, non-draining worker runs.",
-    );
-    for (label, t) in &rows {
-        let tags = labels(&[("task_type", label)]);
-        let _ = writeln!(out, "taskyard_queue_unserved_jobs{tags} {}", t.unserved);
-    }
+        MetricType::Gauge,
+        unserved,
+    )
 }

@@ -4,9 +4,12 @@
 //! `/proc` nothing is written; a file that cannot be read (say, with every
 //! descriptor in use) drops only the families it feeds.
 
-use crate::http::exposition::single;
+use crate::http::const_metrics::{counter, gauge};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use std::fmt;
 
-/// The process families `render` writes on Linux.
+/// The process families [`ProcessCollector`] writes on Linux.
 pub const PROCESS_FAMILIES: [&str; 7] = [
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",
@@ -55,80 +58,80 @@ pub fn parse_boot_time(text: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Appends the process families to `out`.
-pub fn render(out: &mut String) {
-    #[cfg(target_os = "linux")]
-    linux::render(out);
-    #[cfg(not(target_os = "linux"))]
-    let _ = out;
+/// The process families, read at each scrape.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut out: DescriptorEncoder) -> fmt::Result {
+        #[cfg(target_os = "linux")]
+        linux::encode(&mut out)?;
+        #[cfg(not(target_os = "linux"))]
+        let _ = &mut out;
+        Ok(())
+    }
 }
 
 #[cfg(target_os = "linux")]
 mod linux {
     use super::*;
 
-    pub fn render(out: &mut String) {
+    pub fn encode(out: &mut DescriptorEncoder) -> fmt::Result {
         if let Some(stat) = read_stat() {
-            stat_families(out, &stat);
+            stat_families(out, &stat)?;
         }
         if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
             // The directory's own descriptor is one of those listed.
             let open = dir.count().saturating_sub(1);
-            single(
+            gauge(
                 out,
                 "process_open_fds",
-                "gauge",
                 "Number of open file descriptors.",
                 open,
-            );
+            )?;
         }
         if let Some(max) = max_fds() {
-            single(
+            gauge(
                 out,
                 "process_max_fds",
-                "gauge",
                 "Maximum number of open file descriptors.",
                 max,
-            );
+            )?;
         }
+        Ok(())
     }
 
-    fn stat_families(out: &mut String, stat: &ProcessStat) {
-        single(
+    fn stat_families(out: &mut DescriptorEncoder, stat: &ProcessStat) -> fmt::Result {
+        counter(
             out,
-            "process_cpu_seconds_total",
-            "counter",
+            "process_cpu_seconds",
             "Total user and system CPU time spent in seconds.",
             stat.cpu_seconds,
-        );
-        single(
+        )?;
+        gauge(
             out,
             "process_resident_memory_bytes",
-            "gauge",
             "Resident memory size in bytes.",
             stat.resident_bytes,
-        );
-        single(
+        )?;
+        gauge(
             out,
             "process_virtual_memory_bytes",
-            "gauge",
             "Virtual memory size in bytes.",
             stat.virtual_bytes,
-        );
-        single(
+        )?;
+        gauge(
             out,
             "process_start_time_seconds",
-            "gauge",
             "Start time of the process since unix epoch in seconds.",
             stat.start_time,
-        );
-        single(
+        )?;
+        gauge(
             out,
             "process_threads",
-            "gauge",
             "Number of OS threads in the process.",
             stat.threads,
-        );
+        )
     }
 
     fn read_stat() -> Option<ProcessStat> {
@@ -189,8 +192,10 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn this_process_reports_every_family_with_plausible_values() {
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(ProcessCollector));
         let mut out = String::new();
-        render(&mut out);
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &registry).expect("encodes");
         for family in PROCESS_FAMILIES {
             assert!(
                 out.contains(&format!("# TYPE {family} ")),

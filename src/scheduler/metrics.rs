@@ -25,8 +25,8 @@ pub const COMMIT_BUCKETS: [f64; 12] = [
 /// Buckets for batch size (rows per transaction).
 pub const BATCH_BUCKETS: [f64; 10] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
 
-/// A cumulative histogram over fixed bucket bounds (the `+Inf` bucket is
-/// `count`).
+/// A histogram over fixed bucket bounds (the `+Inf` bucket is `count`),
+/// exported cumulatively by `http::const_metrics::ConstHistogram`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Histogram {
     pub bounds: &'static [f64],
@@ -52,17 +52,6 @@ impl Histogram {
         }
         self.sum += value;
         self.count += 1;
-    }
-
-    /// (upper bound, cumulative count) pairs, without `+Inf`.
-    pub fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
-        self.bounds
-            .iter()
-            .zip(self.buckets.iter())
-            .scan(0u64, |total, (bound, n)| {
-                *total += n;
-                Some((*bound, *total))
-            })
     }
 }
 
@@ -215,16 +204,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn histogram_buckets_are_cumulative_when_read() {
+    fn an_observation_counts_in_the_first_bucket_that_holds_it() {
         let mut h = Histogram::new(&BATCH_BUCKETS);
         h.observe(1.0);
         h.observe(3.0);
         h.observe(5000.0);
-        let cumulative: Vec<u64> = h.cumulative().map(|(_, n)| n).collect();
-        assert_eq!(cumulative[0], 1);
-        assert_eq!(cumulative[2], 2);
-        assert_eq!(*cumulative.last().unwrap(), 2, "5000 only in +Inf");
-        assert_eq!(h.count, 3);
+        assert_eq!(&h.buckets[..3], [1, 0, 1], "bounds 1, 2, 5");
+        assert_eq!(h.buckets.iter().sum::<u64>(), 2, "5000 only in +Inf");
+        assert_eq!((h.count, h.sum), (3, 5004.0));
     }
 
     #[test]
