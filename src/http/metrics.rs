@@ -11,10 +11,11 @@ use crate::http::dto::free_capacity;
 use crate::http::error::ApiError;
 use crate::http::exposition::{family, histogram, single};
 use crate::http::metrics_by_task_type as by_task_type;
+use crate::http::openapi::Unavailable;
 use crate::http::process_metrics;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::StatsSnapshot;
-use actix_web::{web, HttpResponse};
+use actix_web::{get, head, web, HttpResponse};
 use std::fmt::Write;
 
 /// Every taskyard metric family exported by a leading coordinator, for the
@@ -52,7 +53,32 @@ pub const FAMILIES: [&str; 28] = [
 
 /// A standby (or a node still recovering) has no job state to show: it
 /// exports its leadership families and the build only.
+#[utoipa::path(
+    summary = "Prometheus text exposition.",
+    responses(
+        (status = 200, description = "text/plain; version=0.0.4", body = String, content_type = "text/plain"),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[get("/metrics")]
 pub async fn metrics(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
+    exposition(link).await
+}
+
+#[utoipa::path(
+    summary = "The headers GET /metrics would send, without the body.",
+    responses(
+        (status = 200, description = "text/plain; version=0.0.4 (no body)"),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[head("/metrics")]
+pub async fn metrics_head(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
+    exposition(link).await
+}
+
+/// The exposition, for GET and HEAD alike.
+async fn exposition(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
     let mut out = match fetch_stats(&link).await {
         Ok(snapshot) => render(&snapshot),
         // A standby, or a node still recovering: no job state yet.
