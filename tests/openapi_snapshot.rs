@@ -52,7 +52,13 @@ fn routes_source() -> String {
 #[test]
 fn every_registered_route_is_in_the_document_and_nothing_else_is() {
     let source = routes_source();
-    for bypass in [".route(", "web::resource", "web::scope", ".map(", "web::to("] {
+    for bypass in [
+        ".route(",
+        "web::resource",
+        "web::scope",
+        ".map(",
+        "web::to(",
+    ] {
         assert!(
             !source.contains(bypass),
             "routes() registers through {bypass}, which the document does not see"

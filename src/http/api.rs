@@ -35,25 +35,22 @@ pub type ApiResult = Result<HttpResponse, ApiError>;
 
 /// `GET /api/jobs` query string. Every value is text, checked here so
 /// that a refusal names the parameter and what it takes; the document
-/// says what each takes (the `schema_with` functions below).
+/// says what each takes (the `schema_with` functions below, which also
+/// carry the description: utoipa takes nothing else with `schema_with`).
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// Only jobs in this state (empty: any).
     #[param(schema_with = state_filter)]
     state: Option<String>,
-    /// Only jobs of this task type (empty: any).
     #[serde(rename = "type")]
     #[param(schema_with = task_type_filter)]
     task_type: Option<String>,
-    /// Only jobs of this base priority (empty: any).
     #[param(schema_with = priority_filter)]
     priority: Option<String>,
     /// Only jobs whose id starts with this: 1 to 32 hex digits, single
     /// dashes between digits allowed (empty: any).
     #[param(pattern = "^((?:[0-9a-fA-F]-?){0,31}[0-9a-fA-F])?$")]
     q: Option<String>,
-    /// Submission order the page starts from.
     #[param(schema_with = order_schema)]
     order: Option<String>,
     /// Checked by `limits::LIST_LIMIT` so any refusal names the range.
@@ -76,11 +73,15 @@ fn word_or_empty(words: impl IntoIterator<Item = String>) -> ObjectBuilder {
 }
 
 fn state_filter() -> Object {
-    word_or_empty(JobState::ALL.map(|s| s.to_string())).build()
+    word_or_empty(JobState::ALL.map(|s| s.to_string()))
+        .description(Some("Only jobs in this state (empty: any)."))
+        .build()
 }
 
 fn priority_filter() -> Object {
-    word_or_empty(Priority::ALL.into_iter().rev().map(|p| p.to_string())).build()
+    word_or_empty(Priority::ALL.into_iter().rev().map(|p| p.to_string()))
+        .description(Some("Only jobs of this base priority (empty: any)."))
+        .build()
 }
 
 fn task_type_filter() -> Object {
@@ -88,12 +89,14 @@ fn task_type_filter() -> Object {
         .schema_type(Type::String)
         .max_length(Some(crate::protocol::payloads::MAX_TASK_TYPE_LEN))
         .pattern(Some("^[A-Za-z0-9_.:-]*$"))
+        .description(Some("Only jobs of this task type (empty: any)."))
         .build()
 }
 
 fn order_schema() -> Object {
     word_or_empty(["newest".to_string(), "oldest".to_string()])
         .default(Some("newest".into()))
+        .description(Some("Submission order the page starts from."))
         .build()
 }
 

@@ -29,6 +29,9 @@ use utoipa::{PartialSchema, ToSchema};
 /// task types.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(
+    description = "A job to submit: the same fields, limits and defaults as a TCP submission."
+)]
 pub struct SubmitBody {
     #[schema(schema_with = task_type_schema)]
     pub task_type: String,

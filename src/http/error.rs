@@ -9,8 +9,7 @@ use serde::Serialize;
 use std::fmt;
 use utoipa::ToSchema;
 
-/// The stable, machine-readable `code` of an API error. The OpenAPI
-/// document's `Error.code` lists exactly these.
+/// The stable, machine-readable reason of an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
@@ -62,7 +61,7 @@ pub struct ApiError {
     pub allow: Option<String>,
 }
 
-/// The body of every error answer (the `Error` schema).
+/// The body of every error answer.
 #[derive(Serialize, ToSchema)]
 #[schema(as = Error)]
 pub struct ErrorBody<'a> {

@@ -19,7 +19,6 @@ use crate::protocol::{
     ClientRequest, ClientResponse, Overlap, Priority, ScheduleRefusal, ScheduleSpec, ScheduleView,
     SubmitAnswer,
 };
-use crate::scheduler::schedule::spec::MAX_NAME_LEN;
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, post, put, web, HttpResponse};
 use serde::{Deserialize, Serialize};
@@ -41,24 +40,13 @@ pub struct ListParams {
 #[into_params(parameter_in = Path)]
 pub struct ScheduleRef {
     /// The schedule's name.
-    #[param(schema_with = name_schema)]
+    #[param(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9._-]+$")]
     name: String,
-}
-
-/// What `spec::validate_name` accepts.
-fn name_schema() -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .min_length(Some(1))
-        .max_length(Some(MAX_NAME_LEN))
-        .pattern(Some("^[A-Za-z0-9._-]+$"))
-        .build()
 }
 
 /// A page of schedules by name.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SchedulePage {
-    /// Each in `view_json`'s shape.
     #[schema(value_type = Vec<ScheduleView>)]
     schedules: Vec<Value>,
     more: bool,

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 /// The leading coordinator's advertised addresses (`advertise-client`,
 /// `advertise-worker`, `advertise-http`) and its epoch. An address the
-/// leader does not advertise is `None`.
+/// leader does not advertise is null.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 pub struct LeaderAddresses {
     /// The leader's node name (`node-name`).

@@ -48,10 +48,10 @@ pub struct TaskTypeRow {
     /// Jobs waiting out a retry backoff.
     pub retry_wait: u64,
     pub running: u64,
-    /// The largest `oldest_age_ms` of its queues; `None` when none is ready.
+    /// The largest `oldest_age_ms` of its queues; null when none is ready.
     #[schema(required = true)]
     pub oldest_age_ms: Option<u64>,
-    /// The largest `latency_ms` of its queues; `None` when none is ready.
+    /// The largest `latency_ms` of its queues; null when none is ready.
     #[schema(required = true)]
     pub latency_ms: Option<u64>,
     /// Connected workers that advertise it (draining ones included).

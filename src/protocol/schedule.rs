@@ -153,7 +153,7 @@ pub struct ScheduleView {
     /// The most recent slot decided (fired or skipped), unix ms.
     #[schema(required = true)]
     pub last_slot: Option<i64>,
-    /// The most recent runs, newest first, at most `MAX_RECENT_RUNS_LIMIT`.
+    /// The most recent runs, newest first, up to 10.
     #[schema(inline)]
     pub recent_runs: Vec<ScheduleRun>,
     /// Slots fired and skipped since the coordinator started.

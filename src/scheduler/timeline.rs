@@ -300,8 +300,8 @@ pub struct TimelineSnapshot {
     pub total: TypeTimeline,
 }
 
-/// One task type's hour.
-/// Each series holds `MINUTES` (60) values, as the schema says.
+/// One task type's hour: each series holds a value for each of the 60
+/// minutes.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct TypeTimeline {
     /// Empty in `total`; `other` for jobs of types beyond `timeline-task-types`.
