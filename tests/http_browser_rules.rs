@@ -264,7 +264,7 @@ fn openapi_documents_the_browser_rules_on_every_route() {
         let path = path.as_str();
         let responses = &openapi["paths"][path][method.to_ascii_lowercase()]["responses"];
         let mut expected = vec!["403", "421"];
-        if method == "POST" {
+        if *method == "POST" {
             expected.push("415");
             let body = &openapi["paths"][path]["post"]["requestBody"]["content"];
             assert!(body["application/json"].is_object(), "{method} {path} body");
