@@ -117,6 +117,18 @@ pub struct JobRef {
     pub id: String,
 }
 
+/// Guard of the `{id}` routes: the path is not one a route of its own
+/// serves (`/api/jobs/retry` is never a job id, whatever the method: a GET
+/// of it is answered 405, as for any path with its own route).
+pub fn names_a_job(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
+    let path = ctx.head().uri.path();
+    let routes = ctx.app_data::<web::Data<Routes>>();
+    routes.is_some_and(|r| {
+        r.allowed(path)
+            .is_some_and(|(pattern, _)| pattern.contains('{'))
+    })
+}
+
 /// The body of an action that takes none: `{}`, or nothing at all.
 #[derive(ToSchema)]
 #[schema(
@@ -213,7 +225,7 @@ pub async fn list_jobs(link: Link, params: web::Query<ListParams>) -> ApiResult 
         (status = 503, response = Unavailable),
     )
 )]
-#[get("/api/jobs/{id}")]
+#[get("/api/jobs/{id}", guard = "names_a_job")]
 pub async fn get_job(link: Link, id: web::Path<JobRef>) -> ApiResult {
     let job_id = resolve(&link, &id.id).await?;
     job_answer(link.request(ClientRequest::Status { job_id }).await?)

@@ -174,7 +174,12 @@ fn builtin_payloads() -> Schema {
     let not_builtin = json!({ "type": "string", "enum": BUILTIN_TASK_TYPES });
     let not = Extensions::from_iter([("not", not_builtin)]);
     let other = ObjectBuilder::new()
-        .property("task_type", ObjectBuilder::new().extensions(Some(not)))
+        .property(
+            "task_type",
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .extensions(Some(not)),
+        )
         .description(Some(
             "any other task type (`exec` included: its rules, in `payload`, are more than a schema can say)",
         ));

@@ -279,7 +279,7 @@ pub async fn retry_job(link: Link, id: web::Path<JobRef>, body: Body) -> ApiResu
         (status = 503, response = Unavailable),
     )
 )]
-#[delete("/api/jobs/{id}")]
+#[delete("/api/jobs/{id}", guard = "crate::http::api::names_a_job")]
 pub async fn delete_job(link: Link, id: web::Path<JobRef>) -> ApiResult {
     let job_id = resolve(&link, &id.id).await?;
     let answer = bulk(
