@@ -255,8 +255,8 @@ pub struct Submitted {
     pub no_worker: bool,
 }
 
-/// `GET /api/stats`: counts per state, queue depth per priority and task
-/// type, throughput over the last minute, worker capacity.
+/// Counts per state, queue depth per priority and task type, throughput
+/// over the last minute, worker capacity (`GET /api/stats`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Stats {
     pub at: i64,
