@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::ToSchema;
 
 /// This process's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,11 +168,7 @@ impl NodeView {
                     .iter()
                     .map(|m| ClusterMember {
                         node: m.node.clone(),
-                        role: match m.role {
-                            MemberRole::Leader => "leader",
-                            MemberRole::Standby => "standby",
-                        }
-                        .to_string(),
+                        role: member_role(m.role).to_string(),
                         client: m.addresses.client.clone(),
                         worker: m.addresses.worker.clone(),
                         http: m.addresses.http.clone(),
@@ -209,43 +207,87 @@ impl NodeView {
     }
 }
 
+/// A string that is one of `words`.
+fn one_of(words: impl IntoIterator<Item = &'static str>) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(words))
+        .build()
+}
+
+fn role_schema() -> Object {
+    let roles = [
+        NodeRole::Leading { epoch: 0 },
+        NodeRole::Recovering { epoch: 0 },
+        NodeRole::Standby,
+    ];
+    one_of(roles.map(NodeRole::name))
+}
+
+fn member_role_schema() -> Object {
+    one_of([MemberRole::Leader, MemberRole::Standby].map(member_role))
+}
+
+/// The stores a coordinator runs on (`ViewState::store`).
+fn store_schema() -> Object {
+    one_of(["sqlite", "postgres"])
+}
+
+/// How `/api/cluster` names a member's role.
+fn member_role(role: MemberRole) -> &'static str {
+    match role {
+        MemberRole::Leader => "leader",
+        MemberRole::Standby => "standby",
+    }
+}
+
 /// The leader as `GET /api/cluster` shows it. The ages are on the
 /// database's clock as last read, moved on by the time since.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ClusterLeader {
     #[serde(flatten)]
     pub leader: LeaderAddresses,
-    /// Until the lease expires (negative: expired); `None` on SQLite.
+    /// Until the lease expires, on the database's clock (negative:
+    /// expired); null on SQLite.
     pub expires_in_ms: Option<i64>,
-    /// Since the holder acquired or renewed it; `None` on SQLite.
+    /// Since the holder acquired or renewed it; null on SQLite.
     pub renewed_ms_ago: Option<i64>,
 }
 
 /// A coordinator that checked in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ClusterMember {
     pub node: String,
     /// `leader` or `standby`.
+    #[schema(schema_with = member_role_schema)]
     pub role: String,
     pub client: Option<String>,
     pub worker: Option<String>,
     pub http: Option<String>,
-    /// Since its last check-in; `None` on SQLite (no check-ins).
+    /// Since its last check-in; null on SQLite (no check-ins).
     pub seen_ms_ago: Option<i64>,
 }
 
 /// The body of `GET /api/cluster`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Cluster)]
 pub struct ClusterInfo {
-    /// The node that answered.
+    /// The node that answered (`node-name`).
     pub node: String,
     /// Its role: `leader`, `recovering` (won the lease, loading) or `standby`.
+    #[schema(schema_with = role_schema)]
     pub role: String,
     /// Its epoch while it leads or recovers.
     pub epoch: Option<u64>,
     /// `postgres` or `sqlite`.
+    #[schema(schema_with = store_schema)]
     pub store: String,
+    /// The leader as the answering process last read the lease (SQLite:
+    /// itself, epoch 0, no lease times).
+    #[schema(inline)]
     pub leader: Option<ClusterLeader>,
+    /// Coordinators that checked in within three polls, leader first.
+    #[schema(inline)]
     pub members: Vec<ClusterMember>,
     /// Times the answering node became leader or stopped leading.
     pub leader_changes: u64,

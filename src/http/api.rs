@@ -3,11 +3,14 @@
 //! validation is the same), and maps the durable answer to JSON.
 
 use crate::actors::coordinator::QueryKind;
+use crate::actors::node_view::ClusterInfo;
 use crate::actors::outbox::QueryResult;
 use crate::http::body::Body;
 use crate::http::bridge::{CoordinatorLink, ANSWER_TIMEOUT};
-use crate::http::dto::{stats_json, ApiWorker, SubmitBody};
-use crate::http::error::ApiError;
+use crate::http::dto::{ApiWorker, Stats, Submit, SubmitBody, Submitted};
+use crate::http::error::{ApiError, ErrorBody, ErrorCode};
+use crate::http::openapi::{BadRequest, NotFound, Unavailable};
+use crate::http::server::Routes;
 use crate::protocol::job_json::{JobJson, JobPageJson};
 use crate::protocol::limits;
 use crate::protocol::payloads::validate_task_type;
@@ -15,38 +18,128 @@ use crate::protocol::{
     ClientRequest, ClientResponse, IdPrefix, JobId, JobState, ListOrder, ListQuery, Priority,
     SubmitAnswer,
 };
+use crate::scheduler::timeline::TimelineSnapshot;
 use crate::scheduler::{PageCursor, StatsSnapshot};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::{get, post, web, HttpResponse};
 use serde::Deserialize;
-use serde_json::json;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::{IntoParams, ToSchema};
 
 /// Page size when `limit` is not given, and the largest allowed.
 pub const DEFAULT_PAGE: usize = 50;
 pub const MAX_PAGE: usize = crate::protocol::MAX_LIST_JOBS as usize;
 
-/// The hand-written OpenAPI 3 description of every route.
-pub const OPENAPI_JSON: &str = include_str!("openapi.json");
-
 pub use crate::http::link::Link;
 pub type ApiResult = Result<HttpResponse, ApiError>;
 
 /// `GET /api/jobs` query string. Every value is text, checked here so
-/// that a refusal names the parameter and what it takes.
-#[derive(Debug, Deserialize)]
+/// that a refusal names the parameter and what it takes; the document
+/// says what each takes (the `schema_with` functions below, which also
+/// carry the description: utoipa takes nothing else with `schema_with`).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    #[param(schema_with = state_filter)]
     state: Option<String>,
     #[serde(rename = "type")]
+    #[param(schema_with = task_type_filter)]
     task_type: Option<String>,
+    #[param(schema_with = priority_filter)]
     priority: Option<String>,
-    /// A job id or id prefix.
+    /// Only jobs whose id starts with this: 1 to 32 hex digits, single
+    /// dashes between digits allowed (empty: any).
+    #[param(pattern = "^((?:[0-9a-fA-F]-?){0,31}[0-9a-fA-F])?$")]
     q: Option<String>,
-    /// `newest` (the default) or `oldest`.
+    #[param(schema_with = order_schema)]
     order: Option<String>,
     /// Checked by `limits::LIST_LIMIT` so any refusal names the range.
+    #[param(schema_with = limit_schema)]
     limit: Option<String>,
+    /// `next_cursor` of the previous page (same filters and order; empty:
+    /// the first page).
+    #[param(
+        pattern = r"^([0-9]{1,19}\.-?[0-9]{1,18}\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})?$"
+    )]
     cursor: Option<String>,
 }
+
+/// A string that is one of `words` or empty (a filter not given).
+fn word_or_empty(words: impl IntoIterator<Item = String>) -> ObjectBuilder {
+    let words: Vec<String> = words.into_iter().chain([String::new()]).collect();
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(words))
+}
+
+fn state_filter() -> Object {
+    word_or_empty(JobState::ALL.map(|s| s.to_string()))
+        .description(Some("Only jobs in this state (empty: any)."))
+        .build()
+}
+
+fn priority_filter() -> Object {
+    word_or_empty(Priority::ALL.into_iter().rev().map(|p| p.to_string()))
+        .description(Some("Only jobs of this base priority (empty: any)."))
+        .build()
+}
+
+fn task_type_filter() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .max_length(Some(crate::protocol::payloads::MAX_TASK_TYPE_LEN))
+        .pattern(Some("^[A-Za-z0-9_.:-]*$"))
+        .description(Some("Only jobs of this task type (empty: any)."))
+        .build()
+}
+
+fn order_schema() -> Object {
+    word_or_empty(["newest".to_string(), "oldest".to_string()])
+        .default(Some("newest".into()))
+        .description(Some("Submission order the page starts from."))
+        .build()
+}
+
+fn limit_schema() -> Object {
+    let mut schema = limits::LIST_LIMIT.schema(false);
+    schema.default = Some(DEFAULT_PAGE.into());
+    schema
+}
+
+/// The `{id}` of the job routes.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct JobRef {
+    /// A job id, or a prefix of one with 4 to 32 hex digits (single dashes
+    /// between digits allowed, anywhere) that only one job's id starts
+    /// with.
+    #[param(min_length = 4, pattern = "^(?:[0-9a-fA-F]-?){3,31}[0-9a-fA-F]$")]
+    pub id: String,
+}
+
+/// Guard of the `{id}` routes: the path is not one a route of its own
+/// serves (`/api/jobs/retry` is never a job id, whatever the method: a GET
+/// of it is answered 405, as for any path with its own route).
+pub fn names_a_job(ctx: &actix_web::guard::GuardContext<'_>) -> bool {
+    let path = ctx.head().uri.path();
+    let routes = ctx.app_data::<web::Data<Routes>>();
+    routes.is_some_and(|r| {
+        r.allowed(path)
+            .is_some_and(|(pattern, _)| pattern.contains('{'))
+    })
+}
+
+/// The body of an action that takes none: `{}`, or nothing at all.
+#[derive(ToSchema)]
+#[schema(
+    max_properties = 0,
+    description = "`{}` (an empty body is accepted too)."
+)]
+pub struct EmptyObject {}
+
+/// The description of an action that takes no body.
+pub const EMPTY_BODY: &str = "Send `{}` (or no body) as `Content-Type: application/json` \
+    (415 otherwise), so that no cross-site form can run it; any other body is 400.";
 
 /// A query parameter given and not empty.
 fn given(value: Option<String>) -> Option<String> {
@@ -103,6 +196,16 @@ impl ListParams {
     }
 }
 
+#[utoipa::path(
+    summary = "Job summaries, newest (or oldest) submission first, one page at a time, filtered on the server.",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page", body = JobPageJson),
+        (status = 400, response = BadRequest),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[get("/api/jobs")]
 pub async fn list_jobs(link: Link, params: web::Query<ListParams>) -> ApiResult {
     let query = params.into_inner().into_query()?;
     match link.request(ClientRequest::ListJobs(query)).await? {
@@ -111,17 +214,56 @@ pub async fn list_jobs(link: Link, params: web::Query<ListParams>) -> ApiResult 
     }
 }
 
-pub async fn get_job(link: Link, id: web::Path<String>) -> ApiResult {
-    let job_id = resolve(&link, &id).await?;
+#[utoipa::path(
+    summary = "One job with its attempt history.",
+    params(JobRef),
+    responses(
+        (status = 200, description = "The job", body = JobJson),
+        (status = 400, response = BadRequest),
+        (status = 404, response = NotFound),
+        (status = 409, description = "`ambiguous_id`: several jobs' ids start with the prefix (`candidates` lists up to 10)", body = ErrorBody),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[get("/api/jobs/{id}", guard = "names_a_job")]
+pub async fn get_job(link: Link, id: web::Path<JobRef>) -> ApiResult {
+    let job_id = resolve(&link, &id.id).await?;
     job_answer(link.request(ClientRequest::Status { job_id }).await?)
 }
 
-pub async fn cancel_job(link: Link, id: web::Path<String>, body: Body) -> ApiResult {
+#[utoipa::path(
+    summary = "Cancel a QUEUED, RETRY_WAIT or RUNNING job.",
+    description = EMPTY_BODY,
+    params(JobRef),
+    request_body = inline(EmptyObject),
+    responses(
+        (status = 200, description = "The cancelled job", body = JobJson),
+        (status = 400, response = BadRequest),
+        (status = 404, response = NotFound),
+        (status = 409, description = "`already_finished` or `ambiguous_id`", body = ErrorBody),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[post("/api/jobs/{id}/cancel")]
+pub async fn cancel_job(link: Link, id: web::Path<JobRef>, body: Body) -> ApiResult {
     empty_object(&body)?;
-    let job_id = resolve(&link, &id).await?;
+    let job_id = resolve(&link, &id.id).await?;
     job_answer(link.request(ClientRequest::Cancel { job_id }).await?)
 }
 
+#[utoipa::path(
+    summary = "Submit a job (same validation as the TCP protocol).",
+    description = "The body must be sent as `Content-Type: application/json` (415 otherwise).",
+    request_body = Submit,
+    responses(
+        (status = 201, description = "Admitted and durable", body = inline(Submitted)),
+        (status = 400, response = BadRequest),
+        (status = 422, description = "`invalid_submission`: a value no job may have (the reason names the field)", body = ErrorBody),
+        (status = 429, description = "`admission_limit`: `max-active-jobs` reached", body = ErrorBody),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[post("/api/jobs")]
 pub async fn submit_job(link: Link, body: Body) -> ApiResult {
     // serde would also read a struct from a JSON array.
     if !body.trim_ascii_start().starts_with(b"{") {
@@ -135,14 +277,14 @@ pub async fn submit_job(link: Link, body: Body) -> ApiResult {
     let request = ClientRequest::Submit(request);
     match link.request(request).await? {
         ClientResponse::Submitted(SubmitAnswer::Accepted { job_id, no_worker }) => {
-            Ok(HttpResponse::Created().json(json!({ "job_id": job_id, "no_worker": no_worker })))
+            Ok(HttpResponse::Created().json(Submitted { job_id, no_worker }))
         }
         ClientResponse::Submitted(SubmitAnswer::Rejected(r))
             if r.reason.starts_with("max-active-jobs") =>
         {
             Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "admission_limit",
+                ErrorCode::AdmissionLimit,
                 r.reason,
             ))
         }
@@ -151,6 +293,14 @@ pub async fn submit_job(link: Link, body: Body) -> ApiResult {
     }
 }
 
+#[utoipa::path(
+    summary = "Connected workers.",
+    responses(
+        (status = 200, description = "Workers", body = Vec<ApiWorker>),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[get("/api/workers")]
 pub async fn list_workers(link: Link) -> ApiResult {
     let now = link.clock.now_millis();
     match link.request(ClientRequest::Workers).await? {
@@ -164,13 +314,29 @@ pub async fn list_workers(link: Link) -> ApiResult {
     }
 }
 
+#[utoipa::path(
+    summary = "Counts per state, queue depth per priority and task type, throughput over the last minute, worker capacity.",
+    responses(
+        (status = 200, description = "Stats", body = inline(Stats)),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[get("/api/stats")]
 pub async fn stats(link: Link) -> ApiResult {
     let snapshot = fetch_stats(&link).await?;
-    Ok(HttpResponse::Ok().json(stats_json(&snapshot)))
+    Ok(HttpResponse::Ok().json(Stats::of(&snapshot)))
 }
 
 /// `GET /api/timeline`: the last hour per task type and minute (jobs
 /// finished, queue wait, run time), for the dashboard's charts.
+#[utoipa::path(
+    summary = "The last hour minute by minute (oldest first, the current minute last), per task type and for all together: jobs succeeded and failed, queue wait before the first attempt and attempt run time (mean and p95 in ms, null in a minute with none). At most `timeline-task-types` types by name; jobs of others count as `other`.",
+    responses(
+        (status = 200, description = "Timeline", body = inline(TimelineSnapshot)),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[get("/api/timeline")]
 pub async fn timeline(link: Link) -> ApiResult {
     match link.query(QueryKind::Timeline, ANSWER_TIMEOUT).await? {
         QueryResult::Timeline(snapshot) => Ok(HttpResponse::Ok().json(*snapshot)),
@@ -181,60 +347,13 @@ pub async fn timeline(link: Link) -> ApiResult {
 /// Who leads, the lease, and the members that checked in: answered by a
 /// standby as by the leader (from what this process last read of the
 /// lease, no coordinator round trip).
+#[utoipa::path(
+    summary = "Who leads (node, epoch, advertised addresses, lease age) and the coordinators that checked in. Answered by a standby as by the leader, from what it last read of the lease.",
+    responses((status = 200, description = "Cluster", body = ClusterInfo))
+)]
+#[get("/api/cluster")]
 pub async fn cluster(link: Link) -> HttpResponse {
     HttpResponse::Ok().json(link.view.cluster())
-}
-
-/// The OpenAPI document as this server serves it: `OPENAPI_JSON` as
-/// written (every route that can answer 401 says so) when a client token is
-/// configured; without one, no route can answer 401, so the `security`
-/// requirements and every 401 response are taken out.
-#[derive(Debug, Clone)]
-pub struct OpenApiDoc(pub String);
-
-impl OpenApiDoc {
-    pub fn served(token_configured: bool) -> OpenApiDoc {
-        if token_configured {
-            return OpenApiDoc(OPENAPI_JSON.to_string());
-        }
-        let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(OPENAPI_JSON) else {
-            return OpenApiDoc(OPENAPI_JSON.to_string());
-        };
-        if let Some(root) = doc.as_object_mut() {
-            root.remove("security");
-        }
-        let operations = doc["paths"]
-            .as_object_mut()
-            .into_iter()
-            .flat_map(|paths| paths.values_mut())
-            .filter_map(|path| path.as_object_mut())
-            .flat_map(|path| path.values_mut());
-        for operation in operations {
-            if let Some(op) = operation.as_object_mut() {
-                op.remove("security");
-            }
-            if let Some(responses) = operation["responses"].as_object_mut() {
-                responses.remove("401");
-            }
-        }
-        OpenApiDoc(doc.to_string())
-    }
-}
-
-pub async fn openapi(doc: web::Data<OpenApiDoc>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("application/json")
-        .body(doc.0.clone())
-}
-
-/// A method the path does not serve: 405 with `Allow`.
-pub async fn method_not_allowed(req: actix_web::HttpRequest) -> HttpResponse {
-    use actix_web::ResponseError;
-    let pattern = req
-        .match_pattern()
-        .unwrap_or_else(|| req.path().to_string());
-    let allow = crate::http::server::allowed_methods(&pattern);
-    ApiError::method_not_allowed(req.method().as_str(), &pattern, allow).error_response()
 }
 
 /// The stats snapshot, durable like every other answer.
@@ -249,7 +368,7 @@ pub async fn fetch_stats(link: &CoordinatorLink) -> Result<StatsSnapshot, ApiErr
 fn invalid_submission(reason: String) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid_submission",
+        ErrorCode::InvalidSubmission,
         reason,
     )
 }
@@ -298,15 +417,22 @@ pub fn job_answer(response: ClientResponse) -> ApiResult {
         ))),
         ClientResponse::CancelRefused { job_id, state } => Err(ApiError::new(
             StatusCode::CONFLICT,
-            "already_finished",
+            ErrorCode::AlreadyFinished,
             format!("job {job_id} is already {state}"),
         )),
         other => Err(ApiError::refused(other)),
     }
 }
 
-/// Anything unrouted: the JSON error shape, not actix-web's empty 404.
-pub async fn no_route(req: actix_web::HttpRequest) -> HttpResponse {
+/// Anything unrouted: 405 with `Allow` for a path served with other
+/// methods, else 404; both in the JSON error shape, not actix-web's empty
+/// answers.
+pub async fn no_route(req: actix_web::HttpRequest, routes: web::Data<Routes>) -> HttpResponse {
     use actix_web::ResponseError;
-    ApiError::not_found(format!("no route for {} {}", req.method(), req.path())).error_response()
+    let (method, path) = (req.method().as_str(), req.path());
+    let error = match routes.allowed(path) {
+        Some((pattern, allow)) => ApiError::method_not_allowed(method, pattern, allow),
+        None => ApiError::not_found(format!("no route for {method} {path}")),
+    };
+    error.error_response()
 }

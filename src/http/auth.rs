@@ -3,11 +3,14 @@
 //! TOKEN`.
 
 use crate::http::error::ApiError;
+use crate::http::openapi::{add_response, operations_mut, response_ref, Unauthorized};
 use crate::security::Secret;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::{web, Error, ResponseError};
+use utoipa::openapi::security::SecurityRequirement;
+use utoipa::openapi::OpenApi;
 
 /// The configured token, if any; shared by every worker thread.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +22,27 @@ pub struct AuthToken(pub Option<Secret>);
 /// browser can open it and be asked for the token.
 pub fn is_open(path: &str) -> bool {
     path == "/healthz" || path == "/" || path.starts_with("/assets/")
+}
+
+/// What the token asks of each route, in the OpenAPI document: with a
+/// token, the `bearer` requirement, `security: []` on the open routes and
+/// a 401 on every other; without one, no route can answer 401 and the
+/// document says nothing of tokens.
+pub fn document(doc: &mut OpenApi, token_configured: bool) {
+    if !token_configured {
+        return;
+    }
+    doc.security = Some(vec![SecurityRequirement::new(
+        "bearer",
+        Vec::<String>::new(),
+    )]);
+    for (path, _, op) in operations_mut(doc) {
+        if is_open(&path) {
+            op.security = Some(Vec::new());
+        } else {
+            add_response(op, 401, response_ref::<Unauthorized>());
+        }
+    }
 }
 
 /// Middleware: refuses a request without the right token with 401 and the

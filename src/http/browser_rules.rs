@@ -23,7 +23,11 @@
 //!    so does a POST to a path that serves none).
 
 use crate::http::authority::{Authority, HostName, Origin};
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
+use crate::http::openapi::{
+    add_response, operations_mut, response_ref, CrossOrigin, MisdirectedHost, UnsupportedMediaType,
+};
+use crate::http::server::Routes;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderMap, HeaderName, CONTENT_TYPE, HOST, ORIGIN};
@@ -72,11 +76,13 @@ impl Refusal {
         }
     }
 
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Refusal::MisdirectedHost { .. } => "misdirected_host",
-            Refusal::ForeignOrigin { .. } | Refusal::CrossSiteFetch { .. } => "cross_origin",
-            Refusal::NotJson { .. } => "unsupported_media_type",
+            Refusal::MisdirectedHost { .. } => ErrorCode::MisdirectedHost,
+            Refusal::ForeignOrigin { .. } | Refusal::CrossSiteFetch { .. } => {
+                ErrorCode::CrossOrigin
+            }
+            Refusal::NotJson { .. } => ErrorCode::UnsupportedMediaType,
         }
     }
 }
@@ -199,16 +205,29 @@ fn check_json(method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
     })
 }
 
+/// The rules in the OpenAPI document: every operation can answer 403 and
+/// 421, and every POST 415 (`enforce` checks them before any handler).
+pub fn document(doc: &mut utoipa::openapi::OpenApi) {
+    for (_, method, op) in operations_mut(doc) {
+        add_response(op, 403, response_ref::<CrossOrigin>());
+        add_response(op, 421, response_ref::<MisdirectedHost>());
+        if method == "POST" {
+            add_response(op, 415, response_ref::<UnsupportedMediaType>());
+        }
+    }
+}
+
 /// Middleware: refuses what [`check`] refuses with its status and the
 /// usual JSON error body, before the token check and any handler.
 pub async fn enforce(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    let routes = req.app_data::<web::Data<Routes>>();
     let verdict = match req.app_data::<web::Data<ListenerHosts>>() {
         Some(hosts) => {
-            let json_rule =
-                *req.method() == Method::POST && crate::http::server::serves("POST", req.path());
+            let json_rule = *req.method() == Method::POST
+                && routes.is_some_and(|r| r.serves("POST", req.path()));
             check_served(req.method(), req.headers(), hosts, json_rule)
         }
         None => Err(Refusal::MisdirectedHost {
@@ -481,6 +500,9 @@ mod tests {
     #[test]
     fn refusals_become_the_api_error_shape() {
         let e = ApiError::from(post(&[]).expect_err("refused"));
-        assert_eq!((e.status.as_u16(), e.code), (415, "unsupported_media_type"));
+        assert_eq!(
+            (e.status.as_u16(), e.code),
+            (415, ErrorCode::UnsupportedMediaType)
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! the JSON API every 2 s; it has no state of its own on the server.
 
 use crate::http::error::ApiError;
-use actix_web::{web, HttpResponse};
+use crate::http::openapi::NotFound;
+use actix_web::{get, web, HttpResponse};
 
 const INDEX: &str = include_str!("assets/index.html");
 const JS: &str = "text/javascript; charset=utf-8";
@@ -30,11 +31,27 @@ pub const ASSETS: [(&str, &str, &str); 14] = [
     ("schedules.js", JS, include_str!("assets/schedules.js")),
 ];
 
+#[utoipa::path(
+    summary = "The dashboard (HTML). Never needs a token (it holds no data; the page asks for the token the API needs).",
+    responses((status = 200, description = "HTML page", content_type = "text/html"))
+)]
+#[get("/")]
 pub async fn index() -> HttpResponse {
     respond("text/html; charset=utf-8", INDEX)
 }
 
 /// `GET /assets/{name}`: one of `ASSETS`, else 404.
+#[utoipa::path(
+    summary = "A dashboard file: `style.css` or one of its JavaScript modules (`app.js`, `api.js`, ...); any other name is 404. Never needs a token (it holds no data; the page asks for the token the API needs).",
+    responses(
+        (status = 200, description = "CSS or JavaScript", content(
+            (String = "text/css"),
+            (String = "text/javascript"),
+        )),
+        (status = 404, response = NotFound),
+    )
+)]
+#[get("/assets/{name}")]
 pub async fn asset(name: web::Path<String>) -> Result<HttpResponse, ApiError> {
     ASSETS
         .iter()

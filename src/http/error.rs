@@ -7,13 +7,51 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 use std::fmt;
+use utoipa::ToSchema;
+
+/// The stable, machine-readable reason of an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    BadRequest,
+    NotFound,
+    Unauthorized,
+    CrossOrigin,
+    MisdirectedHost,
+    UnsupportedMediaType,
+    MethodNotAllowed,
+    AlreadyFinished,
+    NotRetryable,
+    NotFinished,
+    AmbiguousId,
+    InvalidSubmission,
+    AdmissionLimit,
+    Unavailable,
+    NotLeader,
+    NotReady,
+    Internal,
+    BodyTooLarge,
+    InvalidSchedule,
+    ScheduleExists,
+    ScheduleLimit,
+}
+
+impl fmt::Display for ErrorCode {
+    /// The word the JSON body carries.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(word)) => f.write_str(&word),
+            _ => write!(f, "{self:?}"),
+        }
+    }
+}
 
 /// An API failure: HTTP status, a stable machine-readable `code` and a
 /// human-readable message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     /// Who leads instead, when this process is a standby (`not_leader`).
     pub leader: Option<Box<LeaderAddresses>>,
@@ -23,18 +61,26 @@ pub struct ApiError {
     pub allow: Option<String>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// The body of every error answer.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody<'a> {
+    /// Human-readable reason.
     error: &'a str,
-    code: &'a str,
+    #[schema(inline)]
+    code: ErrorCode,
+    /// With `not_leader` (this coordinator is a standby): the leader to go to.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     leader: Option<&'a LeaderAddresses>,
+    /// With `ambiguous_id`: up to 10 of the jobs the prefix names, newest first.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     candidates: Option<&'a [JobId]>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -49,7 +95,7 @@ impl ApiError {
     pub fn ambiguous(prefix: &IdPrefix, candidates: Vec<JobId>) -> Self {
         let mut error = ApiError::new(
             StatusCode::CONFLICT,
-            "ambiguous_id",
+            ErrorCode::AmbiguousId,
             format!("job id prefix {prefix} names more than one job; give more digits"),
         );
         error.candidates = Some(candidates);
@@ -60,7 +106,7 @@ impl ApiError {
     pub fn method_not_allowed(method: &str, path: &str, allow: String) -> Self {
         let mut error = ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             format!("{path} does not serve {method}; it serves {allow}"),
         );
         error.allow = Some(allow);
@@ -68,17 +114,17 @@ impl ApiError {
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+        ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, message)
     }
 
     pub fn unauthorized() -> Self {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             "missing or wrong `Authorization: Bearer` token",
         )
     }
@@ -87,14 +133,17 @@ impl ApiError {
     /// `not_leader`, naming the leader): the caller may retry.
     pub fn unavailable(e: BridgeError) -> Self {
         if let BridgeError::NotLeader(leader) = &e {
-            let mut error =
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_leader", e.to_string());
+            let mut error = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::NotLeader,
+                e.to_string(),
+            );
             error.leader = leader.clone();
             return error;
         }
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             e.to_string(),
         )
     }
@@ -106,9 +155,11 @@ impl ApiError {
         use crate::protocol::ClientResponse;
         match response {
             ClientResponse::Invalid { reason } => ApiError::bad_request(reason),
-            ClientResponse::Overloaded { reason } => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", reason)
-            }
+            ClientResponse::Overloaded { reason } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Unavailable,
+                reason,
+            ),
             other => ApiError::unexpected(other),
         }
     }
@@ -116,7 +167,7 @@ impl ApiError {
     pub fn unexpected(what: impl fmt::Debug) -> Self {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             format!("unexpected coordinator answer: {what:?}"),
         )
     }
@@ -138,7 +189,7 @@ impl ResponseError for ApiError {
         if let Some(allow) = &self.allow {
             response.insert_header((actix_web::http::header::ALLOW, allow.as_str()));
         }
-        response.json(Body {
+        response.json(ErrorBody {
             error: &self.message,
             code: self.code,
             leader: self.leader.as_deref(),

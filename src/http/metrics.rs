@@ -12,12 +12,13 @@ use crate::http::const_metrics::{counter, gauge, labelled, single, ConstHistogra
 use crate::http::dto::free_capacity;
 use crate::http::error::ApiError;
 use crate::http::metrics_by_task_type as by_task_type;
+use crate::http::openapi::Unavailable;
 use crate::http::process_metrics::ProcessCollector;
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::schedule::SkipReason;
 use crate::scheduler::StatsSnapshot;
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::{get, head, web, HttpResponse};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{prometheus_text, DescriptorEncoder};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -63,7 +64,32 @@ pub const FAMILIES: [&str; 28] = [
 
 /// A standby (or a node still recovering) has no job state to show: it
 /// exports its leadership families and the build only.
+#[utoipa::path(
+    summary = "Prometheus text exposition.",
+    responses(
+        (status = 200, description = "text/plain; version=0.0.4", body = String, content_type = "text/plain"),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[get("/metrics")]
 pub async fn metrics(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
+    serve_metrics(link).await
+}
+
+#[utoipa::path(
+    summary = "The headers GET /metrics would send, without the body.",
+    responses(
+        (status = 200, description = "text/plain; version=0.0.4 (no body)"),
+        (status = 503, response = Unavailable),
+    )
+)]
+#[head("/metrics")]
+pub async fn metrics_head(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
+    serve_metrics(link).await
+}
+
+/// The exposition, for GET and HEAD alike.
+async fn serve_metrics(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, ApiError> {
     let snapshot = match fetch_stats(&link).await {
         Ok(snapshot) => Some(snapshot),
         // A standby, or a node still recovering: no job state yet.
@@ -73,7 +99,7 @@ pub async fn metrics(link: web::Data<CoordinatorLink>) -> Result<HttpResponse, A
     let body = exposition(snapshot, Leadership::of(&link.view)).map_err(|_| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            crate::http::error::ErrorCode::Internal,
             "a metric value could not be encoded",
         )
     })?;

@@ -19,6 +19,7 @@ pub mod job_actions;
 pub mod link;
 pub mod metrics;
 pub mod metrics_by_task_type;
+pub mod openapi;
 pub mod process_metrics;
 pub mod schedules;
 pub mod server;

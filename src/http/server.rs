@@ -6,127 +6,100 @@ use crate::http::auth::{require_token, AuthToken};
 use crate::http::authority::Authority;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::browser_rules::{self, ListenerHosts};
-use crate::http::{api, dashboard, health, job_actions, metrics, schedules};
+use crate::http::openapi::OpenApiDoc;
+use crate::http::{api, dashboard, health, job_actions, metrics, openapi, schedules};
 use crate::security::Secret;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpServer};
 use std::net::TcpListener;
+use utoipa_actix_web::service_config::ServiceConfig;
+use utoipa_actix_web::AppExt;
 
-/// (method, path) of every route `routes` registers; tests check each is
-/// served and described in the OpenAPI document.
-pub const ROUTES: [(&str, &str); 28] = [
-    ("GET", "/"),
-    ("GET", "/assets/{name}"),
-    ("GET", "/healthz"),
-    ("GET", "/readyz"),
-    ("GET", "/metrics"),
-    ("HEAD", "/metrics"),
-    ("GET", "/api/openapi.json"),
-    ("GET", "/api/jobs"),
-    ("POST", "/api/jobs"),
-    ("POST", "/api/jobs/retry"),
-    ("POST", "/api/jobs/delete"),
-    ("GET", "/api/jobs/{id}"),
-    ("DELETE", "/api/jobs/{id}"),
-    ("POST", "/api/jobs/{id}/cancel"),
-    ("POST", "/api/jobs/{id}/retry"),
-    ("GET", "/api/workers"),
-    ("GET", "/api/stats"),
-    ("GET", "/api/timeline"),
-    ("GET", "/api/queues"),
-    ("GET", "/api/cluster"),
-    ("GET", "/api/schedules"),
-    ("POST", "/api/schedules"),
-    ("GET", "/api/schedules/{name}"),
-    ("PUT", "/api/schedules/{name}"),
-    ("POST", "/api/schedules/{name}/pause"),
-    ("POST", "/api/schedules/{name}/resume"),
-    ("POST", "/api/schedules/{name}/trigger"),
-    ("DELETE", "/api/schedules/{name}"),
-];
+/// `(method, path)` of every route the app registered, read off its
+/// OpenAPI document (which utoipa-actix-web builds from the same
+/// registrations): what `no_route` answers 405 for, and the POSTs the
+/// browser rules ask a JSON content type of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routes(Vec<(&'static str, String)>);
 
-/// True when a route serves `method` at `path` (a request path; `{id}`
-/// in a route matches any one segment).
-pub fn serves(method: &str, path: &str) -> bool {
+impl Routes {
+    pub fn of(doc: &utoipa::openapi::OpenApi) -> Routes {
+        Routes(openapi::routes(doc))
+    }
+
+    /// Every route, in the order registered.
+    pub fn all(&self) -> &[(&'static str, String)] {
+        &self.0
+    }
+
+    /// True when a route serves `method` at `path` (a request path; `{id}`
+    /// in a route matches any one segment).
+    pub fn serves(&self, method: &str, path: &str) -> bool {
+        self.0
+            .iter()
+            .any(|(m, route)| *m == method && matches(route, path))
+    }
+
+    /// The first route whose path matches `path` (registration order, as
+    /// actix-web routes), and the methods it serves as `Allow` lists them.
+    pub fn allowed(&self, path: &str) -> Option<(&str, String)> {
+        let (_, pattern) = self.0.iter().find(|(_, route)| matches(route, path))?;
+        let methods: Vec<&str> = self
+            .0
+            .iter()
+            .filter(|(_, p)| p == pattern)
+            .map(|(m, _)| *m)
+            .collect();
+        Some((pattern.as_str(), methods.join(", ")))
+    }
+}
+
+/// True when the request path `path` is one `pattern` (a route) matches.
+fn matches(pattern: &str, path: &str) -> bool {
     let segments: Vec<&str> = path.split('/').collect();
-    ROUTES.iter().any(|(m, route)| {
-        let pattern: Vec<&str> = route.split('/').collect();
-        *m == method
-            && pattern.len() == segments.len()
-            && pattern
-                .iter()
-                .zip(&segments)
-                .all(|(p, s)| p == s || (p.starts_with('{') && !s.is_empty()))
-    })
+    let pattern: Vec<&str> = pattern.split('/').collect();
+    pattern.len() == segments.len()
+        && pattern
+            .iter()
+            .zip(&segments)
+            .all(|(p, s)| p == s || (p.starts_with('{') && !s.is_empty()))
 }
 
-/// The methods `path` serves, as an `Allow` header lists them.
-pub fn allowed_methods(path: &str) -> String {
-    let mut methods: Vec<&str> = ROUTES
-        .iter()
-        .filter(|(_, p)| *p == path)
-        .map(|(m, _)| *m)
-        .collect();
-    methods.dedup();
-    methods.join(", ")
-}
-
-/// A path whose other methods are answered 405 with `Allow`.
-fn resource(path: &'static str) -> actix_web::Resource {
-    web::resource(path).default_service(web::to(api::method_not_allowed))
-}
-
-/// Every route, for `App::configure`. The OpenAPI document lists the same
-/// paths (a test checks it). `/api/jobs/retry` and `/api/jobs/delete` come
-/// before `/api/jobs/{id}`, so they are never taken for an id.
-pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/").route(web::get().to(dashboard::index)))
-        .service(resource("/assets/{name}").route(web::get().to(dashboard::asset)))
-        .service(resource("/healthz").route(web::get().to(health::healthz)))
-        .service(resource("/readyz").route(web::get().to(health::readyz)))
-        .service(
-            resource("/metrics")
-                .route(web::get().to(metrics::metrics))
-                .route(web::head().to(metrics::metrics)),
-        )
-        .service(resource("/api/openapi.json").route(web::get().to(api::openapi)))
-        .service(
-            resource("/api/jobs")
-                .route(web::get().to(api::list_jobs))
-                .route(web::post().to(api::submit_job)),
-        )
-        .service(resource("/api/jobs/retry").route(web::post().to(job_actions::retry_jobs)))
-        .service(resource("/api/jobs/delete").route(web::post().to(job_actions::delete_jobs)))
-        .service(
-            resource("/api/jobs/{id}")
-                .route(web::get().to(api::get_job))
-                .route(web::delete().to(job_actions::delete_job)),
-        )
-        .service(resource("/api/jobs/{id}/cancel").route(web::post().to(api::cancel_job)))
-        .service(resource("/api/jobs/{id}/retry").route(web::post().to(job_actions::retry_job)))
-        .service(resource("/api/workers").route(web::get().to(api::list_workers)))
-        .service(resource("/api/stats").route(web::get().to(api::stats)))
-        .service(resource("/api/timeline").route(web::get().to(api::timeline)))
-        .service(resource("/api/queues").route(web::get().to(job_actions::queues)))
-        .service(resource("/api/cluster").route(web::get().to(api::cluster)))
-        .service(
-            resource("/api/schedules")
-                .route(web::get().to(schedules::list))
-                .route(web::post().to(schedules::create)),
-        )
-        .service(
-            resource("/api/schedules/{name}")
-                .route(web::get().to(schedules::show))
-                .route(web::put().to(schedules::update))
-                .route(web::delete().to(schedules::delete)),
-        )
-        .service(resource("/api/schedules/{name}/pause").route(web::post().to(schedules::pause)))
-        .service(resource("/api/schedules/{name}/resume").route(web::post().to(schedules::resume)))
-        .service(
-            resource("/api/schedules/{name}/trigger").route(web::post().to(schedules::trigger)),
-        );
+/// Every route, each a handler with its `#[utoipa::path]`: registering it
+/// here documents it (utoipa-actix-web's `service` takes nothing else).
+/// `/api/jobs/retry` and `/api/jobs/delete` come before `/api/jobs/{id}`,
+/// so they are never taken for an id.
+pub fn routes(cfg: &mut ServiceConfig) {
+    cfg.service(dashboard::index)
+        .service(dashboard::asset)
+        .service(health::healthz)
+        .service(health::readyz)
+        .service(metrics::metrics)
+        .service(metrics::metrics_head)
+        .service(openapi::openapi_json)
+        .service(api::list_jobs)
+        .service(api::submit_job)
+        .service(job_actions::retry_jobs)
+        .service(job_actions::delete_jobs)
+        .service(api::get_job)
+        .service(job_actions::delete_job)
+        .service(api::cancel_job)
+        .service(job_actions::retry_job)
+        .service(api::list_workers)
+        .service(api::stats)
+        .service(api::timeline)
+        .service(job_actions::queues)
+        .service(api::cluster)
+        .service(schedules::list)
+        .service(schedules::create)
+        .service(schedules::show)
+        .service(schedules::update)
+        .service(schedules::delete)
+        .service(schedules::pause)
+        .service(schedules::resume)
+        .service(schedules::trigger);
 }
 
 /// The application: routes behind the browser rules (`browser_rules`, for
@@ -145,9 +118,15 @@ pub fn app(
         InitError = (),
     >,
 > {
-    App::new()
+    let (app, doc) = App::new()
+        .into_utoipa_app()
+        .openapi(openapi::base())
+        .configure(routes)
+        .split_for_parts();
+    let doc = openapi::finish(doc, token.is_some());
+    app.app_data(web::Data::new(Routes::of(&doc)))
+        .app_data(web::Data::new(OpenApiDoc::of(&doc)))
         .app_data(web::Data::new(link))
-        .app_data(web::Data::new(api::OpenApiDoc::served(token.is_some())))
         .app_data(web::Data::new(AuthToken(token)))
         .app_data(web::Data::new(hosts))
         .app_data(web::PayloadConfig::new(crate::http::body::MAX_BODY_BYTES))
@@ -163,7 +142,6 @@ pub fn app(
         )
         .wrap(from_fn(require_token))
         .wrap(from_fn(browser_rules::enforce))
-        .configure(routes)
         .default_service(web::to(api::no_route))
 }
 
@@ -195,14 +173,18 @@ mod tests {
 
     #[test]
     fn serves_matches_routes_with_their_id_segment() {
-        assert!(serves("POST", "/api/jobs"));
-        assert!(serves("POST", "/api/jobs/0193ab/cancel"));
-        assert!(serves("DELETE", "/api/jobs/0193ab"));
-        assert!(!serves("POST", "/api/jobs/0193ab"));
-        assert!(!serves("POST", "/api/queues"));
-        assert!(!serves("GET", "/api/jobs//cancel"));
-        assert_eq!(allowed_methods("/api/jobs/{id}"), "GET, DELETE");
-        assert!(serves("HEAD", "/metrics"));
-        assert_eq!(allowed_methods("/metrics"), "GET, HEAD");
+        let routes = Routes::of(&openapi::document(false));
+        assert!(routes.serves("POST", "/api/jobs"));
+        assert!(routes.serves("POST", "/api/jobs/0193ab/cancel"));
+        assert!(routes.serves("DELETE", "/api/jobs/0193ab"));
+        assert!(!routes.serves("POST", "/api/jobs/0193ab"));
+        assert!(!routes.serves("POST", "/api/queues"));
+        assert!(!routes.serves("GET", "/api/jobs//cancel"));
+        assert!(routes.serves("HEAD", "/metrics"));
+        let allow = |path| routes.allowed(path).map(|(_, allow)| allow);
+        assert_eq!(allow("/api/jobs/0193ab").as_deref(), Some("GET, DELETE"));
+        assert_eq!(allow("/api/jobs/retry").as_deref(), Some("POST"));
+        assert_eq!(allow("/metrics").as_deref(), Some("GET, HEAD"));
+        assert_eq!(allow("/api/nothing"), None);
     }
 }

@@ -3,26 +3,34 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// A job's identity: a UUID v7 minted by the coordinator at admission. Ids
 /// minted later compare greater (millisecond time, then a counter), so the
 /// store's primary-key index grows at its end and the rows a drain updates
 /// together sit on the same few pages; 74 bits stay random.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 #[serde(transparent)]
+#[schema(description = "A job's id: a UUID.")]
 pub struct JobId(pub Uuid);
 
 /// One assignment of a job to a worker. A fresh lease is minted per attempt;
 /// a result is applied only while the job is RUNNING under that same lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 #[serde(transparent)]
+#[schema(description = "An attempt's lease: a UUID.")]
 pub struct LeaseId(pub Uuid);
 
 /// A worker's self-chosen, stable name; it survives reconnects so the
 /// coordinator recognises a worker coming back.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(transparent)]
+#[schema(description = "A worker's self-chosen name.")]
 pub struct WorkerId(pub String);
 
 impl JobId {

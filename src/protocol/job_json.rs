@@ -21,48 +21,81 @@ use crate::protocol::views::{Attempt, JobList, JobSummary, JobView, Progress, St
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::RefOr;
+use utoipa::{PartialSchema, ToSchema};
 
-/// One job, whole.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One job, whole. Every field is always present (`null` when it has no
+/// value), so the OpenAPI schema requires them all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Job, description = "One job whole: the same shape as `taskyard status --json`.")]
 pub struct JobJson {
     pub job_id: JobId,
     pub task_type: String,
     pub state: JobState,
     pub priority: Priority,
+    /// The level the job is scheduled at now: its base priority, raised by aging only while it
+    /// is QUEUED; its base level in any other state.
+    #[schema(maximum = 2)]
     pub effective_level: u8,
     pub sequence: u64,
     pub attempts: u32,
+    #[schema(schema_with = crate::protocol::limits::max_attempts_schema)]
     pub max_attempts: u32,
+    #[schema(schema_with = crate::protocol::limits::timeout_ms_schema)]
     pub timeout_ms: u64,
+    /// Unix ms.
     pub submitted_at: i64,
+    /// Unix ms.
     pub updated_at: i64,
+    #[schema(required = true)]
     pub worker_id: Option<WorkerId>,
+    #[schema(required = true)]
     pub lease: Option<LeaseId>,
+    #[schema(required = true)]
     pub error: Option<String>,
+    #[schema(required = true)]
     pub next_retry_at: Option<i64>,
+    #[schema(required = true)]
     pub not_before: Option<i64>,
+    /// No connected worker runs the task type.
     pub no_worker: bool,
+    #[schema(required = true)]
     pub progress: Option<Progress>,
-    /// The payload decoded to JSON; `null` when left out or not decodable.
+    /// The payload decoded from MessagePack to JSON; null when it does not decode (see
+    /// payload_hex).
     pub payload: Value,
     /// Lowercase hex of a payload that is not MessagePack.
+    #[schema(required = true)]
     pub payload_hex: Option<String>,
     pub payload_bytes: u64,
+    /// Always false over HTTP.
     pub payload_omitted: bool,
     /// The result as text when it is UTF-8.
+    #[schema(required = true)]
     pub result: Option<String>,
     /// Lowercase hex of a result that is not UTF-8.
+    #[schema(required = true)]
     pub result_hex: Option<String>,
+    #[schema(required = true)]
     pub result_bytes: Option<u64>,
+    /// Always false over HTTP.
     pub result_omitted: bool,
     pub history: Vec<Attempt>,
+    /// Always 0 over HTTP.
     pub history_omitted: u32,
-    /// As `JobView`: the submission's key, and the schedule and slot it
-    /// names (a manual trigger's job: `schedule` with `schedule_slot` null).
+    /// The key the job was submitted with.
+    #[schema(required = true)]
     pub idempotency_key: Option<String>,
+    /// The schedule that submitted the job, read off its idempotency key (`schedule:NAME:SLOT`,
+    /// or `schedule:NAME:trigger:TIME` for a manual trigger); null for any other job.
+    #[schema(required = true)]
     pub schedule: Option<String>,
+    /// Unix ms: the slot whose job this is; null for a manual trigger and for a job no schedule
+    /// submitted.
+    #[schema(required = true)]
     pub schedule_slot: Option<i64>,
-    /// As `JobView` (always false over HTTP).
+    /// Always false over HTTP.
     pub key_omitted: bool,
 }
 
@@ -125,13 +158,48 @@ impl JobJson {
 pub type JobSummaryJson = JobSummary;
 
 /// A page of summaries, newest (or oldest) first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = JobPage)]
 pub struct JobPageJson {
     pub jobs: Vec<JobSummaryJson>,
-    /// Pass as `cursor` for the next page; `null` when none follows.
+    /// Pass as `cursor` for the next page (same filters and order).
+    #[schema(required = true)]
     pub next_cursor: Option<String>,
     /// Every state, zeros included, keyed by its name.
+    #[schema(value_type = StateCounts)]
     pub counts: Map<String, Value>,
+}
+
+/// The schema of `counts_object`: every state's name, each a count.
+pub struct StateCounts;
+
+impl PartialSchema for StateCounts {
+    fn schema() -> RefOr<Schema> {
+        let count = || {
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0))
+        };
+        JobState::ALL
+            .into_iter()
+            .fold(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .additional_properties(Some(ObjectBuilder::new().schema_type(Type::Integer))),
+                |object, state| {
+                    object
+                        .property(state.to_string(), count())
+                        .required(state.to_string())
+                },
+            )
+            .into()
+    }
+}
+
+impl ToSchema for StateCounts {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "Counts".into()
+    }
 }
 
 impl JobPageJson {

@@ -5,11 +5,15 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 use thiserror::Error;
+use utoipa::ToSchema;
 
 /// Where a job is in its life. `Succeeded`, `Failed` and `Cancelled` are
 /// terminal: no transition leaves them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[schema(as = State)]
 pub enum JobState {
     Queued,
     Running,

@@ -2,11 +2,12 @@
 //! the peer can go to the leader instead.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// The leading coordinator's advertised addresses (`advertise-client`,
 /// `advertise-worker`, `advertise-http`) and its epoch. An address the
-/// leader does not advertise is `None`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// leader does not advertise is null.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
 pub struct LeaderAddresses {
     /// The leader's node name (`node-name`).
     #[serde(default)]

@@ -191,6 +191,44 @@ where
         .map_err(serde::de::Error::custom)
 }
 
+/// What the OpenAPI document says of a field: these functions build the
+/// schemas of the ranged fields from the same `Range`s the server checks
+/// (`#[schema(schema_with = ...)]` takes only a function).
+pub mod schemas {
+    use super::*;
+    use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
+
+    impl Range {
+        /// An integer from `min` to `max`; `nullable` adds `null` (read as
+        /// the field left out).
+        pub fn schema(self, nullable: bool) -> Object {
+            let integer = match nullable {
+                true => SchemaType::from_iter([Type::Integer, Type::Null]),
+                false => SchemaType::new(Type::Integer),
+            };
+            ObjectBuilder::new()
+                .schema_type(integer)
+                .minimum(Some(self.min))
+                .maximum(Some(self.max))
+                .build()
+        }
+    }
+
+    pub fn max_attempts_schema() -> Object {
+        MAX_ATTEMPTS_RANGE.schema(false)
+    }
+
+    pub fn timeout_ms_schema() -> Object {
+        TIMEOUT_MS.schema(false)
+    }
+
+    pub fn progress_percent_schema() -> Object {
+        PROGRESS_PERCENT.schema(false)
+    }
+}
+
+pub use schemas::{max_attempts_schema, progress_percent_schema, timeout_ms_schema};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -239,7 +239,7 @@ pub struct ListQuery {
 }
 
 /// One job a bulk request did not act on, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Refusal {
     pub job_id: JobId,
     pub reason: String,
@@ -248,10 +248,13 @@ pub struct Refusal {
 /// What a bulk retry or delete did: `done` the jobs it acted on, `refused`
 /// the named jobs it did not; `more` is true when a filter form stopped at
 /// its bound and may have left matching jobs (send it again).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Bulk)]
 pub struct BulkAnswer {
     pub done: Vec<JobId>,
+    #[schema(inline)]
     pub refused: Vec<Refusal>,
+    /// A filter-form call stopped at its bound (1000 jobs) and more may match: call again.
     pub more: bool,
 }
 

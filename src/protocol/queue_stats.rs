@@ -5,21 +5,25 @@
 
 use crate::protocol::priority::Priority;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// The queues at one instant.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Queues)]
 pub struct QueueStats {
     /// Unix milliseconds when it was taken.
     pub at: i64,
     /// Non-empty ready queues, by task type, then HIGH before LOW.
+    #[schema(inline)]
     pub queues: Vec<QueueRow>,
     /// Every task type with a job not finished or a connected worker, by name.
+    #[schema(inline)]
     pub task_types: Vec<TaskTypeRow>,
 }
 
 /// One ready queue: QUEUED jobs of one task type and base priority that
 /// may run now.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct QueueRow {
     pub task_type: String,
     pub priority: Priority,
@@ -34,7 +38,7 @@ pub struct QueueRow {
 }
 
 /// One task type across its queues.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct TaskTypeRow {
     pub task_type: String,
     /// QUEUED jobs ready to run.
@@ -44,9 +48,11 @@ pub struct TaskTypeRow {
     /// Jobs waiting out a retry backoff.
     pub retry_wait: u64,
     pub running: u64,
-    /// The largest `oldest_age_ms` of its queues; `None` when none is ready.
+    /// The largest `oldest_age_ms` of its queues; null when none is ready.
+    #[schema(required = true)]
     pub oldest_age_ms: Option<u64>,
-    /// The largest `latency_ms` of its queues; `None` when none is ready.
+    /// The largest `latency_ms` of its queues; null when none is ready.
+    #[schema(required = true)]
     pub latency_ms: Option<u64>,
     /// Connected workers that advertise it (draining ones included).
     pub workers: u32,

@@ -5,10 +5,11 @@
 use crate::protocol::byte_fields;
 use crate::protocol::{JobId, JobState, Priority};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// What happens to a slot when the previous run of the same schedule is
 /// still active (QUEUED, RUNNING or RETRY_WAIT).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Overlap {
     /// The slot is skipped (counted, reason `overlap`).
@@ -54,41 +55,45 @@ impl std::str::FromStr for Overlap {
 }
 
 /// A schedule's definition. Exactly one of `cron` and `every_ms`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ScheduleSpec {
     /// Unique; 1 to 64 characters of `A-Z a-z 0-9 . _ -`.
     pub name: String,
     /// A cron expression: 5 fields, or 6 with seconds first.
     #[serde(default)]
     pub cron: Option<String>,
-    /// The IANA time zone the expression is read in; `None`: UTC.
+    /// The IANA time zone the expression is read in; null: UTC.
     #[serde(default)]
     pub tz: Option<String>,
     /// A fixed interval in milliseconds (whole seconds).
     #[serde(default)]
     pub every_ms: Option<u64>,
     pub task_type: String,
-    /// MessagePack encoding of each job's payload.
+    /// Each job's payload as JSON.
     #[serde(with = "byte_fields")]
+    #[schema(value_type = serde_json::Value)]
     pub payload: Vec<u8>,
     #[serde(default)]
+    #[schema(required = true)]
     pub priority: Priority,
-    /// `None`: the coordinator's `default-max-attempts`.
+    /// null: the coordinator's `default-max-attempts`.
     #[serde(default)]
     pub max_attempts: Option<u32>,
-    /// `None`: the coordinator's `task-timeout-millis`.
+    /// null: the coordinator's `task-timeout-millis`.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     #[serde(default)]
+    #[schema(required = true)]
     pub overlap: Overlap,
     /// How far back missed slots still fire after downtime, in
-    /// milliseconds; `None`: one slot (only the most recent missed slot).
+    /// milliseconds; null: one slot (only the most recent missed slot).
     #[serde(default)]
     pub catchup_window_ms: Option<u64>,
     /// Each job waits a pseudo-random 0 to `jitter_ms` (fixed per slot).
     #[serde(default)]
     pub jitter_ms: u64,
     #[serde(default)]
+    #[schema(required = true)]
     pub paused: bool,
     /// No slot before this time (unix ms); also an interval's anchor.
     #[serde(default)]
@@ -128,24 +133,28 @@ impl ScheduleSpec {
 }
 
 /// One job a schedule fired.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ScheduleRun {
-    /// The nominal slot, unix ms; `None` for a manual trigger.
+    /// The nominal slot, unix ms; null for a manual trigger.
     pub slot: Option<i64>,
     pub job_id: JobId,
-    /// `None`: no longer in the coordinator's memory (finished long ago).
+    /// null: no longer in the coordinator's memory (finished long ago).
     pub state: Option<JobState>,
 }
 
 /// A schedule as the coordinator sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Schedule, description = "A schedule: its definition and what the coordinator knows of its firing (the CLI's `schedule show --json`).")]
 pub struct ScheduleView {
+    #[schema(inline)]
     pub spec: ScheduleSpec,
     /// The next slots that will be considered (unix ms), up to 5.
     pub next_fires: Vec<i64>,
     /// The most recent slot decided (fired or skipped), unix ms.
+    #[schema(required = true)]
     pub last_slot: Option<i64>,
-    /// The most recent runs, newest first, at most `MAX_RECENT_RUNS_LIMIT`.
+    /// The most recent runs, newest first, up to 10.
+    #[schema(inline)]
     pub recent_runs: Vec<ScheduleRun>,
     /// Slots fired and skipped since the coordinator started.
     pub fired: u64,

@@ -8,6 +8,7 @@ use crate::protocol::job_state::JobState;
 use crate::protocol::priority::Priority;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use utoipa::ToSchema;
 
 /// A page of job summaries (newest submission first) and how many jobs are
 /// in each state (of the listed task type, if one was given). `next` is
@@ -33,36 +34,55 @@ pub const SUMMARY_ERROR_BYTES: usize = 128;
 /// most 64 bytes): it names the schedule and slot of a scheduled job but
 /// not the idempotency key (up to 256 bytes, in `status`), so that a page
 /// of one summary fits the smallest frame.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Every field is always present (`null` when it has no value), so the
+/// OpenAPI schema requires them all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(description = "A list row: the same fields as `taskyard list --json`.")]
 pub struct JobSummary {
     pub job_id: JobId,
     pub task_type: String,
     pub state: JobState,
     pub priority: Priority,
-    /// As `JobView::effective_level`.
+    /// The level the job is scheduled at now: its base priority, raised by aging only while it
+    /// is QUEUED; its base level in any other state.
+    #[schema(maximum = 2)]
     pub effective_level: u8,
     pub sequence: u64,
     pub attempts: u32,
+    #[schema(schema_with = crate::protocol::limits::max_attempts_schema)]
     pub max_attempts: u32,
-    /// Unix milliseconds.
+    /// Unix ms.
     pub submitted_at: i64,
+    /// Unix ms.
     pub updated_at: i64,
+    #[schema(required = true)]
     pub worker_id: Option<WorkerId>,
-    /// The last error, at most `SUMMARY_ERROR_BYTES` (and the `…` marker).
+    /// The first 128 bytes of the last error (… when cut).
+    #[schema(required = true)]
     pub error: Option<String>,
+    #[schema(required = true)]
     pub next_retry_at: Option<i64>,
+    #[schema(required = true)]
     pub not_before: Option<i64>,
+    /// No connected worker runs the task type.
     pub no_worker: bool,
     /// The running attempt's latest progress, in percent.
+    #[schema(required = true, maximum = 100)]
     pub progress_percent: Option<u8>,
     pub payload_bytes: u64,
-    /// `None` while the job has no result.
+    /// Null while the job has no result.
+    #[schema(required = true)]
     pub result_bytes: Option<u64>,
-    /// As `JobView::schedule`.
+    /// The schedule that submitted the job, read off its idempotency key (`schedule:NAME:SLOT`,
+    /// or `schedule:NAME:trigger:TIME` for a manual trigger); null for any other job.
     #[serde(default)]
+    #[schema(required = true)]
     pub schedule: Option<String>,
-    /// As `JobView::schedule_slot`.
+    /// Unix ms: the slot whose job this is; null for a manual trigger and for a job no schedule
+    /// submitted.
     #[serde(default)]
+    #[schema(required = true)]
     pub schedule_slot: Option<i64>,
 }
 
@@ -241,31 +261,35 @@ pub struct ByteChunk {
 }
 
 /// A running task's own account of how far it has got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Progress {
     /// 0 to 100.
+    #[schema(schema_with = crate::protocol::limits::progress_percent_schema)]
     pub percent: u8,
     pub message: String,
-    /// When the coordinator received it (unix milliseconds).
+    /// Unix ms when the coordinator received it.
     pub at: i64,
 }
 
 /// One assignment of a job to a worker and how it ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Attempt {
     /// 1 for the first attempt.
+    #[schema(minimum = 1)]
     pub number: u32,
     pub worker_id: WorkerId,
     pub lease: LeaseId,
-    /// Unix milliseconds.
+    /// Unix ms.
     pub started_at: i64,
+    #[schema(required = true)]
     pub ended_at: Option<i64>,
-    /// `None` while the attempt is running.
+    /// Null while the attempt is running.
+    #[schema(required = true)]
     pub outcome: Option<AttemptOutcome>,
 }
 
 /// How an attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AttemptOutcome {
     Succeeded,

@@ -11,6 +11,7 @@ use crate::protocol::JobState;
 use crate::scheduler::hash_map::HashMap;
 use crate::scheduler::job::Job;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 /// Task types tracked one by one when `timeline-task-types` is not set.
 pub const DEFAULT_TASK_TYPES: usize = 20;
@@ -287,10 +288,11 @@ fn empty(minutes: &[i64]) -> TypeTimeline {
 
 /// `GET /api/timeline`: 60 minutes, oldest first; each series has one
 /// value per minute (`null` latency: nothing started or ran then).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct TimelineSnapshot {
     pub at: i64,
     /// Unix ms at which each minute starts.
+    #[schema(min_items = 60, max_items = 60)]
     pub minute_starts: Vec<i64>,
     /// Task types that saw anything this hour, by name; `other` last.
     pub series: Vec<TypeTimeline>,
@@ -298,16 +300,37 @@ pub struct TimelineSnapshot {
     pub total: TypeTimeline,
 }
 
-/// One task type's hour.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One task type's hour: each series holds a value for each of the 60
+/// minutes.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct TypeTimeline {
+    /// Empty in `total`; `other` for jobs of types beyond `timeline-task-types`.
     pub task_type: String,
+    #[schema(min_items = 60, max_items = 60)]
     pub succeeded: Vec<u32>,
+    #[schema(min_items = 60, max_items = 60)]
     pub failed: Vec<u32>,
+    #[schema(schema_with = minutes_of_ms)]
     pub wait_mean_ms: Vec<Option<f64>>,
+    #[schema(schema_with = minutes_of_ms)]
     pub wait_p95_ms: Vec<Option<f64>>,
+    #[schema(schema_with = minutes_of_ms)]
     pub run_mean_ms: Vec<Option<f64>>,
+    #[schema(schema_with = minutes_of_ms)]
     pub run_p95_ms: Vec<Option<f64>>,
+}
+
+/// A latency series: one number of milliseconds (`null`: none) a minute.
+fn minutes_of_ms() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+    let ms = ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Number, Type::Null]))
+        .minimum(Some(0));
+    ArrayBuilder::new()
+        .items(ms)
+        .min_items(Some(MINUTES))
+        .max_items(Some(MINUTES))
+        .build()
 }
 
 #[cfg(test)]
