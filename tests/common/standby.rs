@@ -51,8 +51,10 @@ impl FakeStandby {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 if read_frame(&mut stream).is_some() {
-                    let _ = stream.write_all(&frame);
+                    // Counted before the write: the peer may act on the
+                    // answer (and the test check the count) at once.
                     counter.fetch_add(1, Ordering::SeqCst);
+                    let _ = stream.write_all(&frame);
                 }
             }
         });
