@@ -72,7 +72,7 @@ fn a_scheduled_job_names_its_schedule_slot_and_key_in_cli_http_and_list() {
     }
 
     let text = stdout(&taskyard(&addr, &["status", &id]));
-    let slot_shown = taskyard::cli::time::format_millis(slot);
+    let slot_shown = taskyard::clock::text::format_millis(slot);
     assert!(text.contains(&format!("key        {key}\n")), "{text}");
     assert!(
         text.contains(&format!("schedule   tick, slot {slot_shown}\n")),

@@ -3,9 +3,9 @@
 use crate::cli::output::{self, emit, warn};
 use crate::cli::paging::{next_page_command, HintGlobals};
 use crate::cli::spinner::Spinner;
-use crate::cli::time::format_millis;
 use crate::cli::{CliError, Context, Exit, ListArgs, StatusArgs, SubmitArgs, WaitArgs};
 use crate::client::{CancelOutcome, Client, WaitOutcome};
+use crate::clock::text::format_millis;
 use crate::protocol::payloads::{decode_value, encode_json};
 use crate::protocol::{
     limits, IdPrefix, JobId, JobState, JobView, ListOrder, ListQuery, SubmitAnswer, SubmitRequest,

@@ -79,7 +79,7 @@ pub enum CliError {
     #[error("{0}")]
     NoSuchSchedule(String),
     #[error("timed out after {} waiting for job {job_id}; it is still {state}",
-            crate::cli::time::format_duration(waited.as_millis() as u64))]
+            crate::clock::text::format_duration(waited.as_millis() as u64))]
     WaitTimedOut {
         job_id: JobId,
         state: JobState,

@@ -20,12 +20,12 @@ pub mod reference;
 pub mod schedule;
 pub mod schedule_args;
 pub mod spinner;
-pub mod time;
 pub mod top;
 
 pub use exit::{CliError, Exit, EXIT_CODES, EXIT_CODES_HELP};
 
 use crate::client::{Client, ClientError, ClientOptions};
+use crate::clock::text as time;
 use crate::protocol::{limits, IdPrefix, JobState, PageCursor, Priority};
 use crate::security::Secret;
 use clap::{Args, Parser, Subcommand};

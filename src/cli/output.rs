@@ -11,7 +11,7 @@
 //! to fit one frame (an omitted payload is `null`, with no `payload_hex`).
 
 use crate::cli::exit::CliError;
-use crate::cli::time::format_millis;
+use crate::clock::text::format_millis;
 use crate::http::dto::{free_capacity, ApiWorker};
 use crate::protocol::job_json::{hex, JobJson, JobPageJson};
 use crate::protocol::payloads::decode_value;

@@ -5,9 +5,9 @@
 
 use crate::cli::output::{self, emit, table};
 use crate::cli::schedule_args::{CreateArgs, UpdateArgs};
-use crate::cli::time::format_millis_in;
 use crate::cli::{CliError, Context, Exit};
 use crate::client::{Client, ScheduleRefusedAnswer};
+use crate::clock::text::format_millis_in;
 use crate::protocol::{ScheduleRefusal, ScheduleSpec, ScheduleView, SubmitAnswer};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};

@@ -3,8 +3,8 @@
 //! `update` changes only what is given on the definition it read from the
 //! coordinator (`--replace`: the whole definition, like `create`).
 
-use crate::cli::time::{parse_duration, parse_rfc3339};
 use crate::cli::CliError;
+use crate::clock::text::{parse_duration, parse_rfc3339};
 use crate::protocol::payloads::encode_json;
 use crate::protocol::{limits, Overlap, Priority, ScheduleSpec};
 use clap::Args;

@@ -11,9 +11,9 @@
 
 use crate::cli::job_admin::queues_text;
 use crate::cli::output::{self, workers_table};
-use crate::cli::time::format_millis;
 use crate::cli::{CliError, Context, Exit};
 use crate::client::{Client, ClientError};
+use crate::clock::text::format_millis;
 use crate::protocol::limits::Range;
 use crate::protocol::{JobState, QueueStats, StateCount, WorkerView};
 use clap::Args;

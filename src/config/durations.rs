@@ -10,7 +10,7 @@
 //! type (`duration_key_of`), so a `*_millis: u64` key declared later gets it
 //! without anything else to write.
 
-use crate::cli::time::{millis_of, DurationError};
+use crate::clock::text::{millis_of, DurationError};
 use crate::config::{ConfigOptions, Invalid};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use std::any::TypeId;

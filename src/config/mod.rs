@@ -353,7 +353,7 @@ pub type Invalid = (String, String);
 /// as a duration (`5ms`, `2s`), whichever spelling set it.
 pub(super) fn shown(key: &str, value: u64) -> String {
     if key.ends_with("-millis") {
-        crate::cli::time::format_duration(value)
+        crate::clock::text::format_duration(value)
     } else {
         value.to_string()
     }

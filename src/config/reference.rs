@@ -3,7 +3,7 @@
 //! so the reference in `docs/reference/configuration.md` cannot drift from
 //! the code (a test regenerates it and compares).
 
-use crate::cli::time::format_duration;
+use crate::clock::text::format_duration;
 use crate::config::durations::duration_key_of;
 use crate::config::schedule::DeclaredSchedule;
 use crate::config::{ConfigOptions, CoordinatorOptions, PostgresUrl, WorkerOptions};

@@ -3,7 +3,7 @@
 //! RFC 3339 times, the payload as a table), turned into the
 //! `ScheduleSpec` the coordinator reconciles at start-up.
 
-use crate::cli::time::{parse_duration, parse_rfc3339};
+use crate::clock::text::{parse_duration, parse_rfc3339};
 use crate::protocol::{payloads, Overlap, Priority, ScheduleSpec};
 use serde::Deserialize;
 

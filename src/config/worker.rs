@@ -1,6 +1,6 @@
 //! The worker's keys, their defaults and checks.
 
-use crate::cli::time::format_duration;
+use crate::clock::text::format_duration;
 use crate::config::{
     at_least, env_token, fits_frame, frame_size, secret, ConfigOptions, Invalid, LogFormat,
     LogLevel, Validate,

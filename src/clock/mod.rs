@@ -10,6 +10,8 @@
 //! release of delayed jobs, expiry's pauses. A monotonic reading means
 //! nothing outside the process that took it, so it is never stored.
 
+pub mod text;
+
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 

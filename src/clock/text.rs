@@ -1,23 +1,21 @@
-//! Unix milliseconds to and from RFC 3339 text, and durations such as
-//! `30s`, without a date-time dependency. Every duration flag of the CLI
-//! parses through `parse_duration_as` (most through `duration_within`).
+//! Times and durations as people write them: unix milliseconds to and
+//! from RFC 3339 text (through chrono, the one date-time library), and
+//! durations such as `30s`. Every duration flag of the CLI parses through
+//! `parse_duration_as` (most through `duration_within`), every duration
+//! key of the configuration through `millis_of`.
 
 use crate::protocol::limits::Range;
+use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 
 /// Formats `millis` since the Unix epoch for people, as RFC 3339 in UTC to
 /// the whole second: `YYYY-MM-DDTHH:MM:SSZ` (`--json` keeps milliseconds).
-/// Correct for every instant an `i64` of milliseconds can hold whose year
-/// fits in four digits; earlier or later years print with more digits or a sign.
+/// An instant beyond what the calendar library holds (±262,000 years)
+/// prints as its milliseconds.
 pub fn format_millis(millis: i64) -> String {
-    let days = millis.div_euclid(86_400_000);
-    let secs = millis.rem_euclid(86_400_000) / 1000;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    match DateTime::<Utc>::from_timestamp_millis(millis) {
+        Some(at) => at.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        None => format!("{millis} ms after 1970-01-01T00:00:00Z"),
+    }
 }
 
 /// `millis` as RFC 3339 in the IANA zone `zone`, followed by the zone's
@@ -25,7 +23,6 @@ pub fn format_millis(millis: i64) -> String {
 /// the zone its cron expression is read in. No zone, UTC, or a name not
 /// known here: `format_millis`.
 pub fn format_millis_in(millis: i64, zone: Option<&str>) -> String {
-    use chrono::TimeZone;
     let tz = zone
         .filter(|z| *z != "UTC")
         .and_then(|z| z.parse::<chrono_tz::Tz>().ok());
@@ -40,103 +37,27 @@ pub fn format_millis_in(millis: i64, zone: Option<&str>) -> String {
     }
 }
 
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian
-/// calendar (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// (year, month, day) to days since 1970-01-01 (Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Parses `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` into unix milliseconds.
+/// Parses RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`, years of four
+/// digits) into unix milliseconds.
 pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
-    let bad = || format!("{text:?} is not a time like 2026-12-03T10:00:00Z");
     let t = text.trim();
-    let (date, rest) = t.split_once(['T', 't', ' ']).ok_or_else(bad)?;
-    let (clock, offset_ms) = split_offset(rest).ok_or_else(bad)?;
-    let ymd: Vec<i64> = numbers(date, '-').ok_or_else(bad)?;
-    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
-    let hms: Vec<i64> = numbers(hms, ':').ok_or_else(bad)?;
-    let (&[year, month, day], &[hour, minute, second]) = (&ymd[..], &hms[..]) else {
-        return Err(bad());
-    };
-    // RFC 3339 years have four digits; the bound also keeps the arithmetic
-    // below far from overflowing.
-    let valid = (0..=9999).contains(&year)
-        && (1..=12).contains(&month)
-        && (1..=31).contains(&day)
-        && hour < 24
-        && minute < 60
-        && second < 61
-        && fraction.len() <= 9
-        && fraction.chars().all(|c| c.is_ascii_digit());
-    if !valid {
-        return Err(bad());
-    }
-    if day > days_in_month(year, month) {
-        return Err(format!("{text:?}: {year}-{month:02} has no day {day}"));
-    }
-    let millis_part = format!("{fraction:0<3}")[..3]
-        .parse::<i64>()
-        .map_err(|_| bad())?;
-    let days = days_from_civil(year, month, day);
-    Ok(((days * 86_400 + hour * 3600 + minute * 60 + second) * 1000 + millis_part) - offset_ms)
-}
-
-/// Days in `month` (1–12) of the proleptic Gregorian `year`.
-fn days_in_month(year: i64, month: i64) -> i64 {
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
+    match DateTime::parse_from_rfc3339(t) {
+        Ok(at) => Ok(at.timestamp_millis()),
+        Err(_) => Err(no_such_day(t)
+            .unwrap_or_else(|| format!("{text:?} is not a time like 2026-12-03T10:00:00Z"))),
     }
 }
 
-/// Splits `HH:MM:SS[.fff]` from its `Z` or `±HH:MM` suffix, returning the
-/// offset in milliseconds.
-fn split_offset(rest: &str) -> Option<(&str, i64)> {
-    if let Some(clock) = rest.strip_suffix(['Z', 'z']) {
-        return Some((clock, 0));
-    }
-    let at = rest.rfind(['+', '-'])?;
-    let (clock, offset) = rest.split_at(at);
-    let sign = if offset.starts_with('-') { -1 } else { 1 };
-    let hm = numbers(&offset[1..], ':')?;
-    let [h, m] = hm[..] else { return None };
-    if h > 23 || m > 59 {
-        return None;
-    }
-    Some((clock, sign * (h * 3600 + m * 60) * 1000))
-}
-
-fn numbers(text: &str, separator: char) -> Option<Vec<i64>> {
-    text.split(separator)
-        .map(|part| {
-            (!part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
-                .then(|| part.parse().ok())
-                .flatten()
-        })
-        .collect()
+/// Says so when `text` starts with a real year and month whose month has
+/// no such day (`2027-02-30`), the one refusal worth its own words.
+fn no_such_day(text: &str) -> Option<String> {
+    let mut parts = text.get(..10)?.splitn(3, '-');
+    let year: i32 = parts.next()?.parse().ok()?;
+    let month: u32 = parts.next()?.parse().ok()?;
+    let day: u32 = parts.next()?.parse().ok()?;
+    let first = NaiveDate::from_ymd_opt(year, month, 1)?;
+    ((1..=31).contains(&day) && first.with_day(day).is_none())
+        .then(|| format!("{text:?}: {year}-{month:02} has no day {day}"))
 }
 
 /// Parses a duration such as `1500ms`, `30s`, `5m`, `2h` or `1d` into
