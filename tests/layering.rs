@@ -31,7 +31,6 @@ const LAYERS: &[&[&str]] = &[
 /// (from, to): upward imports still to be removed.
 const KNOWN_EXCEPTIONS: &[(&str, &str)] = &[
     // Defaults and checks the config borrows from the parts it configures.
-    ("config", "http"),
     ("config", "scheduler"),
     ("config", "store"),
     ("config", "worker"),

@@ -5,7 +5,7 @@ use crate::config::{
     at_least, at_most, fits_frame, frame_size, secret, shown, within, ConfigOptions, Invalid,
     LogFormat, LogLevel, PostgresUrl, StoreKind, Synchronous, Validate,
 };
-use crate::http::authority::Authority;
+use crate::security::authority::Authority;
 use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
 use crate::security::Secret;
 use std::net::SocketAddr;

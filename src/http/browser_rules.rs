@@ -22,7 +22,7 @@
 //!    so it needs no content type here (and an unserved method gets its 405;
 //!    so does a POST to a path that serves none).
 
-use crate::http::authority::{Authority, HostName, Origin};
+use crate::security::authority::{Authority, HostName, Origin};
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::{
     add_response, operations_mut, response_ref, CrossOrigin, MisdirectedHost, UnsupportedMediaType,

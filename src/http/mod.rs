@@ -6,7 +6,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod authority;
 pub mod body;
 pub mod bridge;
 pub mod browser_rules;

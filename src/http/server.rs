@@ -3,7 +3,7 @@
 //! so it stops with it).
 
 use crate::http::auth::{require_token, AuthToken};
-use crate::http::authority::Authority;
+use crate::security::authority::Authority;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::browser_rules::{self, ListenerHosts};
 use crate::http::openapi::OpenApiDoc;
