@@ -5,8 +5,8 @@ use crate::config::{
     at_least, at_most, fits_frame, frame_size, secret, shown, within, ConfigOptions, Invalid,
     LogFormat, LogLevel, PostgresUrl, StoreKind, Synchronous, Validate,
 };
-use crate::security::authority::Authority;
 use crate::protocol::limits::{MAX_ATTEMPTS_RANGE, TIMEOUT_MS};
+use crate::security::authority::Authority;
 use crate::security::Secret;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -22,12 +22,12 @@
 //!    so it needs no content type here (and an unserved method gets its 405;
 //!    so does a POST to a path that serves none).
 
-use crate::security::authority::{Authority, HostName, Origin};
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::openapi::{
     add_response, operations_mut, response_ref, CrossOrigin, MisdirectedHost, UnsupportedMediaType,
 };
 use crate::http::server::Routes;
+use crate::security::authority::{Authority, HostName, Origin};
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderMap, HeaderName, CONTENT_TYPE, HOST, ORIGIN};

@@ -3,11 +3,11 @@
 //! so it stops with it).
 
 use crate::http::auth::{require_token, AuthToken};
-use crate::security::authority::Authority;
 use crate::http::bridge::CoordinatorLink;
 use crate::http::browser_rules::{self, ListenerHosts};
 use crate::http::openapi::OpenApiDoc;
 use crate::http::{api, dashboard, health, job_actions, metrics, openapi, schedules};
+use crate::security::authority::Authority;
 use crate::security::Secret;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Server, ServiceFactory, ServiceRequest, ServiceResponse};
