@@ -47,7 +47,7 @@ fn pages(
             limit: PAGE + 1,
             ..filter.clone()
         };
-        let walked = reader.summaries(&asked, budget).expect("page");
+        let walked = reader.summaries(&asked, Some(budget)).expect("page");
         let more = walked.rows.len() > PAGE;
         let shown: Vec<_> = walked.rows.iter().take(PAGE).map(|s| &s.job).collect();
         let next = match more {
@@ -75,7 +75,7 @@ fn all_keys(reader: &mut dyn HistoryReader, oldest_first: bool) -> Vec<OrderKey>
         time: Duration::from_secs(60),
         rows: JOBS,
     };
-    let walked = reader.summaries(&everything, &budget).expect("all");
+    let walked = reader.summaries(&everything, Some(&budget)).expect("all");
     assert_eq!(walked.stopped_at, None);
     walked.rows.iter().map(|s| s.job.order_key()).collect()
 }
@@ -103,7 +103,7 @@ fn check(reader: &mut dyn HistoryReader) {
                     limit: JOBS as usize,
                     ..rare.clone()
                 },
-                &roomy,
+                Some(&roomy),
             )
             .expect("whole");
         assert_eq!(whole.stopped_at, None, "time to spare: read whole");
@@ -174,7 +174,7 @@ fn sqlite_pages_walk_a_bounded_stretch_when_out_of_time() {
         time: Duration::from_nanos(1),
         rows: STRETCH,
     };
-    let walked = reader.summaries(&everything, &budget).expect("page");
+    let walked = reader.summaries(&everything, Some(&budget)).expect("page");
     assert_eq!(walked.rows.len(), STRETCH as usize);
     assert_eq!(walked.stopped_at, Some(keys[STRETCH as usize - 1]));
 }

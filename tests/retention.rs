@@ -659,4 +659,11 @@ async fn a_sparse_filter_pages_through_history_in_bounded_stretches() {
     }
     assert_eq!(found, expected, "every rare job once, newest first");
     assert!(short_pages >= 5, "{short_pages} short pages");
+
+    // A read with no cursor to go on is not cut short: the oldest job's
+    // prefix resolves though it lies 1,000 jobs from the newest.
+    let oldest = *expected.last().expect("rare jobs");
+    let prefix = IdPrefix::parse(&oldest.to_string()[..30]).expect("prefix");
+    let resolved = node.ask(ClientRequest::Resolve { prefix }).await;
+    assert_eq!(resolved, ClientResponse::Resolved { job_id: oldest });
 }

@@ -994,7 +994,7 @@ fn postgres_coordinators_starting_together_migrate_once() {
 
 /// A page read whole (the default budget is never reached here).
 fn page(reader: &mut dyn HistoryReader, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
-    let walked = reader.page(filter, &ReadBudget::default())?;
+    let walked = reader.page(filter, Some(&ReadBudget::default()))?;
     assert_eq!(walked.stopped_at, None, "a tiny page is read whole");
     Ok(walked.rows)
 }
@@ -1003,7 +1003,7 @@ fn summaries(
     reader: &mut dyn HistoryReader,
     filter: &PageFilter,
 ) -> Result<Vec<StoredSummary>, StoreError> {
-    let walked = reader.summaries(filter, &ReadBudget::default())?;
+    let walked = reader.summaries(filter, Some(&ReadBudget::default()))?;
     assert_eq!(walked.stopped_at, None, "a tiny page is read whole");
     Ok(walked.rows)
 }

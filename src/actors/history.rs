@@ -37,11 +37,14 @@ pub enum HistoryQuery {
     /// Several jobs (at most `MAX_BULK_JOBS`), each with its whole
     /// history; answered with `Found::Jobs` holding those the database has.
     Jobs(Vec<JobId>),
-    /// A page of jobs, newest first; answered with `Found::Page`.
-    Page(PageFilter),
+    /// A page of jobs, newest first; answered with `Found::Page`. Within
+    /// the pool's budget when `budgeted` (a page a client pages through
+    /// with cursors), else however long it takes (a read with no cursor
+    /// to go on: a prefix to resolve, jobs to delete or retry).
+    Page { filter: PageFilter, budgeted: bool },
     /// The same page without payloads, results and older attempts;
     /// answered with `Found::Summaries`.
-    Summaries(PageFilter),
+    Summaries { filter: PageFilter, budgeted: bool },
 }
 
 /// What the database holds for a `HistoryQuery`, as committed when the
@@ -125,10 +128,14 @@ impl Handler<ReadHistory> for History {
                 }
                 Ok(Found::Jobs(found))
             }
-            HistoryQuery::Page(filter) => Ok(Found::Page(self.reader.page(&filter, &self.budget)?)),
-            HistoryQuery::Summaries(filter) => Ok(Found::Summaries(
-                self.reader.summaries(&filter, &self.budget)?,
-            )),
+            HistoryQuery::Page { filter, budgeted } => {
+                let budget = budgeted.then_some(&self.budget);
+                Ok(Found::Page(self.reader.page(&filter, budget)?))
+            }
+            HistoryQuery::Summaries { filter, budgeted } => {
+                let budget = budgeted.then_some(&self.budget);
+                Ok(Found::Summaries(self.reader.summaries(&filter, budget)?))
+            }
         }
     }
 }

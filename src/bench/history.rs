@@ -197,7 +197,7 @@ fn plain() -> PageFilter {
 
 /// The filters the CLI, API and dashboard offer, by name.
 fn filters_of(reader: &mut dyn HistoryReader) -> Result<Vec<(String, PageFilter)>, BenchError> {
-    let newest = reader.summaries(&plain(), &BUDGET).map_err(failed)?;
+    let newest = reader.summaries(&plain(), Some(&BUDGET)).map_err(failed)?;
     let prefix = newest
         .rows
         .first()
@@ -252,7 +252,7 @@ fn time_pages(
                 before: cursor,
                 ..filter.clone()
             };
-            let walked = reader.summaries(&resumed, &BUDGET).map_err(failed)?;
+            let walked = reader.summaries(&resumed, Some(&BUDGET)).map_err(failed)?;
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             match page {
                 1 => first.push(ms),
@@ -280,14 +280,14 @@ fn plain_page_while_busy(
         let (stop, busy) = (Arc::clone(&stop), busy.clone());
         threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                let _ = own.summaries(&busy, &BUDGET);
+                let _ = own.summaries(&busy, Some(&BUDGET));
             }
         }));
     }
     let mut times = Vec::new();
     for _ in 0..(RUNS * 10) {
         let started = Instant::now();
-        reader.summaries(&plain(), &BUDGET).map_err(failed)?;
+        reader.summaries(&plain(), Some(&BUDGET)).map_err(failed)?;
         times.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     stop.store(true, Ordering::Relaxed);

@@ -130,12 +130,14 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Exit, CliError> {
         cursor,
     };
     let mut page = client.list_query(query(limit, args.cursor))?;
+    let mut rounds = 1;
     while let Some(next) = page.next.filter(|_| page.jobs.len() < limit as usize) {
-        let left = limit - page.jobs.len() as u32;
-        let more = client.list_query(query(left, Some(next)))?;
-        if more.jobs.is_empty() {
+        if rounds >= crate::client::MAX_LIST_ROUNDS {
             break;
         }
+        rounds += 1;
+        let left = limit - page.jobs.len() as u32;
+        let more = client.list_query(query(left, Some(next)))?;
         page.jobs.extend(more.jobs);
         page.counts = more.counts;
         page.next = more.next;

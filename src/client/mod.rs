@@ -60,6 +60,11 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// `max-frame-bytes` so that a coordinator configured above the default can
 /// still answer a `List`; what we send is bounded by the coordinator itself.
 pub const CLIENT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// Most answers `list` (and the CLI's `list`) follow one after another:
+/// a sparse filter over a large history comes in short pages, and past
+/// this the caller gets what was found and the cursor to go on.
+pub const MAX_LIST_ROUNDS: usize = 50;
 /// Most bytes `Client::read_bytes` reserves before the bytes arrive.
 const READ_RESERVE_BYTES: u64 = 16 * 1024 * 1024;
 /// Default of [`ClientOptions::failover_timeout`]: longer than a default
@@ -236,7 +241,9 @@ impl Client {
 
     /// Summaries of at most `limit` jobs, newest first, optionally only
     /// those in `state`, following the coordinator's cursor across as many
-    /// answers as it takes (one answer holds what fits one frame).
+    /// answers as it takes (one answer holds what fits one frame; a page
+    /// of history read within its budget may be short, even empty), at
+    /// most `MAX_LIST_ROUNDS` of them.
     pub fn list(
         &mut self,
         state: Option<JobState>,
@@ -245,14 +252,16 @@ impl Client {
         let limit = limit.min(MAX_LIST_JOBS);
         let mut jobs = Vec::new();
         let mut cursor = None;
-        while jobs.len() < limit as usize {
+        for _ in 0..MAX_LIST_ROUNDS {
+            if jobs.len() >= limit as usize {
+                break;
+            }
             let left = limit - jobs.len() as u32;
             let page = self.list_from(state, None, left, cursor)?;
-            let empty = page.jobs.is_empty();
             jobs.extend(page.jobs);
             match page.next {
-                Some(next) if !empty => cursor = Some(next),
-                _ => break,
+                Some(next) => cursor = Some(next),
+                None => break,
             }
         }
         jobs.truncate(limit as usize);

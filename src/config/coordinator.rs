@@ -359,6 +359,12 @@ impl Validate for CoordinatorConfig {
         at_least("max-connections", self.max_connections as u64, 1)?;
         at_least("history-readers", self.history_readers as u64, 1)?;
         at_least("history-read-rows", self.history_read_rows, 100)?;
+        // PostgreSQL's statement_timeout holds at most this many ms.
+        at_most(
+            "history-read-budget-millis",
+            self.history_read_budget_millis,
+            i32::MAX as u64,
+        )?;
         at_least(
             "history-reads-per-connection",
             self.history_reads_per_connection as u64,

@@ -390,7 +390,7 @@ pub fn empty_object(body: &[u8]) -> Result<(), ApiError> {
 /// `MIN_RESOLVE_DIGITS` hex digits that only one job's id starts with.
 /// 400 for text that is no id prefix, 404 when no job matches, 409
 /// `ambiguous_id` (with `candidates`) when several do.
-pub async fn resolve(link: &CoordinatorLink, text: &str) -> Result<JobId, ApiError> {
+pub async fn resolve(link: &Link, text: &str) -> Result<JobId, ApiError> {
     let prefix =
         IdPrefix::parse_to_resolve(text).map_err(|e| ApiError::bad_request(e.to_string()))?;
     if let Some(id) = prefix.whole() {
@@ -404,7 +404,7 @@ pub async fn resolve(link: &CoordinatorLink, text: &str) -> Result<JobId, ApiErr
         ClientResponse::Ambiguous { prefix, candidates } => {
             Err(ApiError::ambiguous(&prefix, candidates))
         }
-        other => Err(ApiError::unexpected(other)),
+        other => Err(ApiError::refused(other)),
     }
 }
 

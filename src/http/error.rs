@@ -148,7 +148,6 @@ impl ApiError {
         )
     }
 
-    /// The coordinator answered with something this endpoint never expects.
     /// A refusal of the whole request: invalid (400), overloaded (503),
     /// else an answer the handler did not expect (500).
     pub fn refused(response: crate::protocol::ClientResponse) -> Self {
@@ -164,6 +163,7 @@ impl ApiError {
         }
     }
 
+    /// The coordinator answered with something this endpoint never expects.
     pub fn unexpected(what: impl fmt::Debug) -> Self {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -93,6 +93,14 @@ impl<D> DeletionQueue<D> {
     pub fn wake(&mut self) -> Vec<Tracked<D>> {
         std::mem::take(&mut self.parked)
     }
+
+    /// The coordinator stops: the parked deletions, to answer as failed
+    /// (nothing will wake them).
+    pub fn give_up_parked(&mut self) -> Vec<D> {
+        let parked = std::mem::take(&mut self.parked);
+        self.out = self.out.saturating_sub(parked.len());
+        parked.into_iter().map(|t| t.deletion).collect()
+    }
 }
 
 #[cfg(test)]
@@ -140,5 +148,16 @@ mod tests {
         let b = queue.admit("b").expect("room");
         assert_eq!(queue.answered(b, true, true), Some(Settled::GaveUp("b")));
         assert_eq!(queue.out, 0);
+    }
+
+    #[test]
+    fn a_stop_gives_up_the_parked_deletions_and_frees_their_places() {
+        let mut queue = DeletionQueue::new(2);
+        let a = queue.admit("a").expect("room");
+        let _b = queue.admit("b").expect("room");
+        assert_eq!(queue.answered(a, true, false), None);
+        assert_eq!(queue.give_up_parked(), vec!["a"]);
+        assert!(queue.wake().is_empty());
+        assert_eq!(queue.out, 1, "b is still out");
     }
 }

@@ -3,7 +3,7 @@
 //! the last committed state while a write transaction is open).
 
 use super::read::{read_row, with_stored_attempts, COLUMNS};
-use super::read_budget::{walk_within, ReadBudget, Walked};
+use super::read_budget::{walk_within, ReadBudget, StretchEnd, Walked};
 use super::StoreError;
 use crate::protocol::JobId;
 use crate::scheduler::{Job, OrderKey};
@@ -21,14 +21,17 @@ pub trait HistoryReader: Send + 'static {
     /// Up to `filter.limit` stored jobs, newest submission first; each
     /// with its whole history. Within `budget`: a page that would cost
     /// more comes back short, with where it stopped.
-    fn page(&mut self, filter: &PageFilter, budget: &ReadBudget)
-        -> Result<Walked<Job>, StoreError>;
+    fn page(
+        &mut self,
+        filter: &PageFilter,
+        budget: Option<&ReadBudget>,
+    ) -> Result<Walked<Job>, StoreError>;
     /// `page` without payloads, results and older attempts, with the
     /// stored lengths (see `JobReader::summaries_unbudgeted`).
     fn summaries(
         &mut self,
         filter: &PageFilter,
-        budget: &ReadBudget,
+        budget: Option<&ReadBudget>,
     ) -> Result<Walked<StoredSummary>, StoreError>;
 }
 
@@ -40,19 +43,19 @@ impl HistoryReader for JobReader {
     fn page(
         &mut self,
         filter: &PageFilter,
-        budget: &ReadBudget,
+        budget: Option<&ReadBudget>,
     ) -> Result<Walked<Job>, StoreError> {
         let select = |r: &mut Self, f: &PageFilter, deadline| r.page_rows(f, deadline);
-        walk_within(self, filter, budget, select, |r, f, n| r.frontier(f, n))
+        walk_within(self, filter, budget, select, |r, f, n| r.stretch(f, n))
     }
 
     fn summaries(
         &mut self,
         filter: &PageFilter,
-        budget: &ReadBudget,
+        budget: Option<&ReadBudget>,
     ) -> Result<Walked<StoredSummary>, StoreError> {
         let select = |r: &mut Self, f: &PageFilter, deadline| r.summary_rows(f, deadline);
-        walk_within(self, filter, budget, select, |r, f, n| r.frontier(f, n))
+        walk_within(self, filter, budget, select, |r, f, n| r.stretch(f, n))
     }
 }
 
@@ -261,20 +264,47 @@ impl JobReader {
         }
     }
 
-    /// The order key `n` jobs after `filter`'s cursor in its order,
-    /// whatever they match, if more jobs follow it (see `read_budget`).
-    fn frontier(&self, filter: &PageFilter, n: u64) -> Result<Option<OrderKey>, StoreError> {
+    /// The end of the next `n` jobs after `filter`'s cursor in its order,
+    /// whatever they match (see `read_budget`): the `n`th, or the last if
+    /// fewer follow; none if no job follows the cursor.
+    fn stretch(&self, filter: &PageFilter, n: u64) -> Result<Option<StretchEnd>, StoreError> {
+        let keys = self.keys_after(filter, 2, n.saturating_sub(1))?;
+        match keys[..] {
+            [nth, _] => Ok(Some((nth, true))),
+            [nth] => Ok(Some((nth, false))),
+            _ if self.keys_after(filter, 1, 0)?.is_empty() => Ok(None),
+            _ => {
+                let last = PageFilter {
+                    oldest_first: !filter.oldest_first,
+                    ..PageFilter::default()
+                };
+                // Fewer than two from the nth on: the last job in the
+                // page's order is the first walking back from the end.
+                let found = self.keys_after(&last, 1, 0)?;
+                Ok(found.first().map(|key| (*key, false)))
+            }
+        }
+    }
+
+    /// Order keys of up to `limit` jobs after `filter`'s cursor (and no
+    /// other condition), skipping `offset`, in its order.
+    fn keys_after(
+        &self,
+        filter: &PageFilter,
+        limit: usize,
+        offset: u64,
+    ) -> Result<Vec<OrderKey>, StoreError> {
         let bare = PageFilter {
             before: filter.before,
             oldest_first: filter.oldest_first,
-            limit: 2,
+            limit,
             ..PageFilter::default()
         };
         let (query, mut args) = page_query(&bare, "sequence, submitted_at, id", true);
         let query = format!("{query} OFFSET ?");
-        args.push((n.saturating_sub(1).min(i64::MAX as u64) as i64).into());
+        args.push((offset.min(i64::MAX as u64) as i64).into());
         let mut stmt = self.conn.prepare(&query).map_err(|e| self.error(e))?;
-        let keys = stmt
+        let rows = stmt
             .query_map(params_from_iter(args), |row| {
                 let sequence: i64 = row.get(0)?;
                 let id: String = row.get(2)?;
@@ -282,13 +312,14 @@ impl JobReader {
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| self.error(e))?;
-        let [(sequence, submitted_at, id), _] = &keys[..] else {
-            return Ok(None);
-        };
-        let id = id
-            .parse::<JobId>()
-            .map_err(|e| StoreError::sqlite(&self.path, format!("job id {id:?}: {e}")))?;
-        Ok(Some(((*sequence).max(0) as u64, *submitted_at, id)))
+        rows.into_iter()
+            .map(|(sequence, submitted_at, id)| {
+                let id = id
+                    .parse::<JobId>()
+                    .map_err(|e| StoreError::sqlite(&self.path, format!("job id {id:?}: {e}")))?;
+                Ok((sequence.max(0) as u64, submitted_at, id))
+            })
+            .collect()
     }
 
     /// Whether the page of an id prefix (and no other indexed filter)

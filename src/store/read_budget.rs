@@ -65,19 +65,28 @@ impl<T> Walked<T> {
     }
 }
 
-/// Reads `filter`'s page within `budget` (see the module's doc) through a
-/// backend's two reads: `select`, the page's rows, or `None` if the
-/// database stopped it at the deadline given (none: no deadline; the
-/// filter's `until` bounds it instead); `frontier`, the order key of the
-/// `n`th job after the filter's cursor in its order, whatever it matches,
-/// if more jobs follow it (else the stretch reaches the end: no bound).
+/// The end of a bounded stretch: the order key of its last job, and
+/// whether more jobs follow it in the page's order.
+pub(crate) type StretchEnd = (OrderKey, bool);
+
+/// Reads `filter`'s page within `budget` (see the module's doc; none:
+/// however long it takes) through a backend's two reads: `select`, the
+/// page's rows, or `None` if the database stopped it at the deadline given
+/// (none: no deadline; the filter's `until` bounds it instead); `stretch`,
+/// the end of the next `n` jobs after the filter's cursor in its order,
+/// whatever they match (none: no job follows the cursor).
 pub(crate) fn walk_within<R: ?Sized, T>(
     reader: &mut R,
     filter: &PageFilter,
-    budget: &ReadBudget,
+    budget: Option<&ReadBudget>,
     select: impl Fn(&mut R, &PageFilter, Option<Instant>) -> Result<Option<Vec<T>>, StoreError>,
-    frontier: impl Fn(&mut R, &PageFilter, u64) -> Result<Option<OrderKey>, StoreError>,
+    stretch: impl Fn(&mut R, &PageFilter, u64) -> Result<Option<StretchEnd>, StoreError>,
 ) -> Result<Walked<T>, StoreError> {
+    let Some(budget) = budget else {
+        return Ok(Walked::whole(
+            select(reader, filter, None)?.unwrap_or_default(),
+        ));
+    };
     // No time at all: straight to the bounded walk.
     if !budget.time.is_zero() {
         let deadline = Instant::now() + budget.time;
@@ -85,12 +94,14 @@ pub(crate) fn walk_within<R: ?Sized, T>(
             return Ok(Walked::whole(rows));
         }
     }
-    let until = frontier(reader, filter, budget.rows.max(1))?;
+    let Some((last, more)) = stretch(reader, filter, budget.rows.max(1))? else {
+        return Ok(Walked::whole(Vec::new()));
+    };
     let bounded = PageFilter {
-        until,
+        until: Some(last),
         ..filter.clone()
     };
     let rows = select(reader, &bounded, None)?.unwrap_or_default();
-    let stopped_at = until.filter(|_| rows.len() < filter.limit);
+    let stopped_at = (more && rows.len() < filter.limit).then_some(last);
     Ok(Walked { rows, stopped_at })
 }

@@ -389,6 +389,7 @@ impl Handler<Shutdown> for Coordinator {
 
     fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
         info!(self.log, "shutting down: freezing state");
+        self.give_up_parked_deletions(ctx);
         let commands = self.commits.stop_requested(&mut self.state);
         self.apply(commands, ctx);
     }

@@ -38,7 +38,7 @@ use super::job_admin::resolved;
 use super::messages::QueryKind;
 use super::Coordinator;
 use crate::actors::history::{Found, HistoryLink, HistoryQuery, ReadHistory, ReadShares};
-use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult};
+use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult, Unheld};
 use crate::protocol::id_prefix::MAX_CANDIDATES;
 use crate::protocol::{ClientResponse, JobId, JobList};
 use crate::scheduler::fair_queue::FairQueue;
@@ -101,18 +101,31 @@ fn query_of(read: &StoredRead) -> HistoryQuery {
             | StoredRead::Cancel(id)
             | StoredRead::Requeue(id)
             | StoredRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
-            StoredRead::List { filter, .. } | StoredRead::DeleteFinished(filter) => {
-                HistoryQuery::Summaries(filter.clone())
-            }
-            StoredRead::Resolve(prefix) => HistoryQuery::Summaries(PageFilter {
-                id_prefix: Some(prefix.clone()),
-                limit: MAX_CANDIDATES + 1,
-                ..PageFilter::default()
-            }),
+            StoredRead::List { filter, .. } => HistoryQuery::Summaries {
+                filter: filter.clone(),
+                budgeted: true,
+            },
+            StoredRead::DeleteFinished(filter) => HistoryQuery::Summaries {
+                filter: filter.clone(),
+                budgeted: false,
+            },
+            StoredRead::Resolve(prefix) => HistoryQuery::Summaries {
+                filter: PageFilter {
+                    id_prefix: Some(prefix.clone()),
+                    limit: MAX_CANDIDATES + 1,
+                    ..PageFilter::default()
+                },
+                budgeted: false,
+            },
             StoredRead::RequeueJobs(ids) => HistoryQuery::Jobs(ids.clone()),
-            StoredRead::RequeueFailed(filter) | StoredRead::Page { filter, .. } => {
-                HistoryQuery::Page(filter.clone())
-            }
+            StoredRead::Page { filter, .. } => HistoryQuery::Page {
+                filter: filter.clone(),
+                budgeted: true,
+            },
+            StoredRead::RequeueFailed(filter) => HistoryQuery::Page {
+                filter: filter.clone(),
+                budgeted: false,
+            },
         }
     }
 }
@@ -159,8 +172,7 @@ impl Coordinator {
             let reason = format!(
                 "history reads: {refused} (history-reads-per-connection, history-reads-waiting)"
             );
-            let delivery = reply.refusal(reason);
-            return self.finish(Some(delivery), ctx);
+            return reply.refusal(reason).deliver_unheld(Unheld::Refusal);
         }
         self.start_reads(ctx);
     }

@@ -6,7 +6,7 @@
 //! (a requeue) can write their rows back.
 
 use super::Coordinator;
-use crate::actors::outbox::{ClientAnswer, Delivery};
+use crate::actors::outbox::{ClientAnswer, Delivery, Unheld};
 use crate::actors::persistence::DeleteJobs;
 use crate::clock::Now;
 use crate::protocol::id_prefix::MAX_CANDIDATES;
@@ -95,7 +95,8 @@ impl Coordinator {
             let response = ClientResponse::Invalid {
                 reason: "deleting jobs needs the coordinator's database".into(),
             };
-            return self.finish(Some(Delivery::client(reply_to, request_id, response)), ctx);
+            let refusal = Delivery::client(reply_to, request_id, response);
+            return refusal.deliver_unheld(Unheld::Refusal);
         }
         let (candidates, refused) = self.state.deletable(&ids);
         if candidates.is_empty() {
@@ -121,7 +122,7 @@ impl Coordinator {
             Err((reason, deletion)) => {
                 let response = ClientResponse::Overloaded { reason };
                 let refusal = Delivery::client(deletion.reply_to, deletion.request_id, response);
-                self.finish(Some(refusal), ctx);
+                refusal.deliver_unheld(Unheld::Refusal);
             }
         }
     }
@@ -172,6 +173,27 @@ impl Coordinator {
                 (d, Err("the database stayed busy; try again".to_string()))
             }
         };
+        self.settle_deletion(deletion, outcome, ctx);
+    }
+
+    /// Answers the deletions parked on a busy database as failed: the
+    /// coordinator is stopping, and no commit or sweep will wake them.
+    pub(super) fn give_up_parked_deletions(&mut self, ctx: &mut Context<Self>) {
+        for deletion in self.deletions.give_up_parked() {
+            let reason = "the coordinator is stopping; try again".to_string();
+            self.settle_deletion(deletion, Err(reason), ctx);
+        }
+    }
+
+    /// Ends a deletion with the database's outcome: the deleted jobs leave
+    /// memory and the counts, the others are refused, and the request is
+    /// answered behind the batch holding what it shows.
+    fn settle_deletion(
+        &mut self,
+        deletion: Deletion,
+        outcome: Result<Vec<ExpiredJob>, String>,
+        ctx: &mut Context<Self>,
+    ) {
         self.state.deleted(&deletion.candidates);
         let mut bulk = BulkAnswer {
             done: Vec::new(),

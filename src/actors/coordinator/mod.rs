@@ -344,6 +344,7 @@ impl Coordinator {
                 }
                 Ok(Err(e)) if e.is_refused() => {
                     act.state.metrics_mut().commit_failures += 1;
+                    act.give_up_parked_deletions(ctx);
                     let commands = act.commits.refused(batch, e.to_string());
                     return act.apply(commands, ctx);
                 }

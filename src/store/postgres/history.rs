@@ -8,7 +8,7 @@ use crate::scheduler::Job;
 use crate::scheduler::OrderKey;
 use crate::store::history::FilterArg;
 use crate::store::history::HistoryReader;
-use crate::store::read_budget::{walk_within, ReadBudget, Walked};
+use crate::store::read_budget::{walk_within, ReadBudget, StretchEnd, Walked};
 use crate::store::{PageFilter, StoreError, StoredSummary};
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -112,42 +112,67 @@ impl PostgresReader {
         }
     }
 
-    /// The order key `n` jobs after `filter`'s cursor in its order,
-    /// whatever they match, if more jobs follow it (see `read_budget`).
-    fn frontier(&mut self, filter: &PageFilter, n: u64) -> Result<Option<OrderKey>, StoreError> {
+    /// The end of the next `n` jobs after `filter`'s cursor in its order,
+    /// whatever they match (see `read_budget`): the `n`th, or the last if
+    /// fewer follow; none if no job follows the cursor.
+    fn stretch(&mut self, filter: &PageFilter, n: u64) -> Result<Option<StretchEnd>, StoreError> {
+        let keys = self.keys_after(filter, 2, n.saturating_sub(1))?;
+        match keys[..] {
+            [nth, _] => Ok(Some((nth, true))),
+            [nth] => Ok(Some((nth, false))),
+            _ if self.keys_after(filter, 1, 0)?.is_empty() => Ok(None),
+            _ => {
+                // The last job in the page's order: the first walking back.
+                let back = PageFilter {
+                    oldest_first: !filter.oldest_first,
+                    ..PageFilter::default()
+                };
+                let found = self.keys_after(&back, 1, 0)?;
+                Ok(found.first().map(|key| (*key, false)))
+            }
+        }
+    }
+
+    /// Order keys of up to `limit` jobs after `filter`'s cursor (and no
+    /// other condition), skipping `offset`, in its order.
+    fn keys_after(
+        &mut self,
+        filter: &PageFilter,
+        limit: i64,
+        offset: u64,
+    ) -> Result<Vec<OrderKey>, StoreError> {
         let compare = if filter.oldest_first { ">" } else { "<" };
         let order_by = filter.order_sql();
-        let offset = n.saturating_sub(1).min(i64::MAX as u64) as i64;
+        let offset = offset.min(i64::MAX as u64) as i64;
         let found = match filter.before {
             Some((sequence, submitted_at, id)) => {
                 let query = format!(
                     "SELECT sequence, submitted_at, id FROM taskyard.jobs \
                      WHERE (sequence, submitted_at, id) {compare} ($1, $2, $3) \
-                     ORDER BY {order_by} LIMIT 2 OFFSET $4"
+                     ORDER BY {order_by} LIMIT $4 OFFSET $5"
                 );
                 let sequence = sequence.min(i64::MAX as u64) as i64;
                 self.client()?
-                    .query(&query, &[&sequence, &submitted_at, &id.0, &offset])
+                    .query(&query, &[&sequence, &submitted_at, &id.0, &limit, &offset])
             }
             None => {
                 let query = format!(
                     "SELECT sequence, submitted_at, id FROM taskyard.jobs \
-                     ORDER BY {order_by} LIMIT 2 OFFSET $1"
+                     ORDER BY {order_by} LIMIT $1 OFFSET $2"
                 );
-                self.client()?.query(&query, &[&offset])
+                self.client()?.query(&query, &[&limit, &offset])
             }
         };
-        let found = found.map_err(|e| self.fail(error_text(&e)))?;
-        let [row, _] = &found[..] else {
-            return Ok(None);
-        };
-        let key = (|| {
-            let sequence: i64 = row.try_get(0)?;
-            let submitted_at: i64 = row.try_get(1)?;
-            let id: uuid::Uuid = row.try_get(2)?;
-            Ok::<_, postgres::Error>((sequence.max(0) as u64, submitted_at, JobId(id)))
-        })();
-        key.map(Some).map_err(|e| self.fail(e.to_string()))
+        let rows = found.map_err(|e| self.fail(error_text(&e)))?;
+        rows.iter()
+            .map(|row| {
+                let sequence: i64 = row.try_get(0)?;
+                let submitted_at: i64 = row.try_get(1)?;
+                let id: uuid::Uuid = row.try_get(2)?;
+                Ok((sequence.max(0) as u64, submitted_at, JobId(id)))
+            })
+            .collect::<Result<Vec<_>, postgres::Error>>()
+            .map_err(|e| self.fail(e.to_string()))
     }
 
     /// `jobs` with the attempts stored apart from their rows.
@@ -182,9 +207,9 @@ impl HistoryReader for PostgresReader {
     fn page(
         &mut self,
         filter: &PageFilter,
-        budget: &ReadBudget,
+        budget: Option<&ReadBudget>,
     ) -> Result<Walked<Job>, StoreError> {
-        let walked = walk_within(self, filter, budget, Self::job_rows, Self::frontier)?;
+        let walked = walk_within(self, filter, budget, Self::job_rows, Self::stretch)?;
         let stopped_at = walked.stopped_at;
         let rows = self.with_histories(walked.rows)?;
         Ok(Walked { rows, stopped_at })
@@ -193,9 +218,9 @@ impl HistoryReader for PostgresReader {
     fn summaries(
         &mut self,
         filter: &PageFilter,
-        budget: &ReadBudget,
+        budget: Option<&ReadBudget>,
     ) -> Result<Walked<StoredSummary>, StoreError> {
-        walk_within(self, filter, budget, Self::summary_rows, Self::frontier)
+        walk_within(self, filter, budget, Self::summary_rows, Self::stretch)
     }
 }
 
