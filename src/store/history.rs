@@ -3,7 +3,7 @@
 //! the last committed state while a write transaction is open).
 
 use super::read::{read_row, with_stored_attempts, COLUMNS};
-use super::read_budget::{walk_within, ReadBudget, StretchEnd, Walked};
+use super::read_budget::{stretch_end, walk_within, ReadBudget, Walked};
 use super::StoreError;
 use crate::protocol::JobId;
 use crate::scheduler::{Job, OrderKey};
@@ -46,7 +46,9 @@ impl HistoryReader for JobReader {
         budget: Option<&ReadBudget>,
     ) -> Result<Walked<Job>, StoreError> {
         let select = |r: &mut Self, f: &PageFilter, deadline| r.page_rows(f, deadline);
-        walk_within(self, filter, budget, select, |r, f, n| r.stretch(f, n))
+        walk_within(self, filter, budget, select, |r, f, n| {
+            stretch_end(r, f, n, |r: &mut Self, f, l, o| r.keys_after(f, l, o))
+        })
     }
 
     fn summaries(
@@ -55,7 +57,9 @@ impl HistoryReader for JobReader {
         budget: Option<&ReadBudget>,
     ) -> Result<Walked<StoredSummary>, StoreError> {
         let select = |r: &mut Self, f: &PageFilter, deadline| r.summary_rows(f, deadline);
-        walk_within(self, filter, budget, select, |r, f, n| r.stretch(f, n))
+        walk_within(self, filter, budget, select, |r, f, n| {
+            stretch_end(r, f, n, |r: &mut Self, f, l, o| r.keys_after(f, l, o))
+        })
     }
 }
 
@@ -261,28 +265,6 @@ impl JobReader {
             Ok(rows) => Ok(Some(rows)),
             Err(e) if e.sqlite_error_code() == Some(ErrorCode::OperationInterrupted) => Ok(None),
             Err(e) => Err(self.error(e)),
-        }
-    }
-
-    /// The end of the next `n` jobs after `filter`'s cursor in its order,
-    /// whatever they match (see `read_budget`): the `n`th, or the last if
-    /// fewer follow; none if no job follows the cursor.
-    fn stretch(&self, filter: &PageFilter, n: u64) -> Result<Option<StretchEnd>, StoreError> {
-        let keys = self.keys_after(filter, 2, n.saturating_sub(1))?;
-        match keys[..] {
-            [nth, _] => Ok(Some((nth, true))),
-            [nth] => Ok(Some((nth, false))),
-            _ if self.keys_after(filter, 1, 0)?.is_empty() => Ok(None),
-            _ => {
-                let last = PageFilter {
-                    oldest_first: !filter.oldest_first,
-                    ..PageFilter::default()
-                };
-                // Fewer than two from the nth on: the last job in the
-                // page's order is the first walking back from the end.
-                let found = self.keys_after(&last, 1, 0)?;
-                Ok(found.first().map(|key| (*key, false)))
-            }
         }
     }
 

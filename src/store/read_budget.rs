@@ -69,6 +69,34 @@ impl<T> Walked<T> {
 /// whether more jobs follow it in the page's order.
 pub(crate) type StretchEnd = (OrderKey, bool);
 
+/// The end of the next `n` jobs after `filter`'s cursor in its order,
+/// whatever they match: the `n`th, or the last if fewer follow; none if no
+/// job follows the cursor. `keys_after(filter, limit, offset)`: the order
+/// keys of up to `limit` jobs after the filter's cursor (no other
+/// condition), skipping `offset`, in the filter's order.
+pub(crate) fn stretch_end<R: ?Sized>(
+    reader: &mut R,
+    filter: &PageFilter,
+    n: u64,
+    keys_after: impl Fn(&mut R, &PageFilter, usize, u64) -> Result<Vec<OrderKey>, StoreError>,
+) -> Result<Option<StretchEnd>, StoreError> {
+    match keys_after(reader, filter, 2, n.saturating_sub(1))?[..] {
+        [nth, _] => Ok(Some((nth, true))),
+        [nth] => Ok(Some((nth, false))),
+        _ if keys_after(reader, filter, 1, 0)?.is_empty() => Ok(None),
+        _ => {
+            // Fewer than `n` follow: the last job in the page's order is
+            // the first walking back from the end.
+            let back = PageFilter {
+                oldest_first: !filter.oldest_first,
+                ..PageFilter::default()
+            };
+            let found = keys_after(reader, &back, 1, 0)?;
+            Ok(found.first().map(|key| (*key, false)))
+        }
+    }
+}
+
 /// Reads `filter`'s page within `budget` (see the module's doc; none:
 /// however long it takes) through a backend's two reads: `select`, the
 /// page's rows, or `None` if the database stopped it at the deadline given

@@ -8,7 +8,7 @@ use crate::scheduler::Job;
 use crate::scheduler::OrderKey;
 use crate::store::history::FilterArg;
 use crate::store::history::HistoryReader;
-use crate::store::read_budget::{walk_within, ReadBudget, StretchEnd, Walked};
+use crate::store::read_budget::{stretch_end, walk_within, ReadBudget, Walked};
 use crate::store::{PageFilter, StoreError, StoredSummary};
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -112,35 +112,15 @@ impl PostgresReader {
         }
     }
 
-    /// The end of the next `n` jobs after `filter`'s cursor in its order,
-    /// whatever they match (see `read_budget`): the `n`th, or the last if
-    /// fewer follow; none if no job follows the cursor.
-    fn stretch(&mut self, filter: &PageFilter, n: u64) -> Result<Option<StretchEnd>, StoreError> {
-        let keys = self.keys_after(filter, 2, n.saturating_sub(1))?;
-        match keys[..] {
-            [nth, _] => Ok(Some((nth, true))),
-            [nth] => Ok(Some((nth, false))),
-            _ if self.keys_after(filter, 1, 0)?.is_empty() => Ok(None),
-            _ => {
-                // The last job in the page's order: the first walking back.
-                let back = PageFilter {
-                    oldest_first: !filter.oldest_first,
-                    ..PageFilter::default()
-                };
-                let found = self.keys_after(&back, 1, 0)?;
-                Ok(found.first().map(|key| (*key, false)))
-            }
-        }
-    }
-
     /// Order keys of up to `limit` jobs after `filter`'s cursor (and no
     /// other condition), skipping `offset`, in its order.
     fn keys_after(
         &mut self,
         filter: &PageFilter,
-        limit: i64,
+        limit: usize,
         offset: u64,
     ) -> Result<Vec<OrderKey>, StoreError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
         let compare = if filter.oldest_first { ">" } else { "<" };
         let order_by = filter.order_sql();
         let offset = offset.min(i64::MAX as u64) as i64;
@@ -209,7 +189,9 @@ impl HistoryReader for PostgresReader {
         filter: &PageFilter,
         budget: Option<&ReadBudget>,
     ) -> Result<Walked<Job>, StoreError> {
-        let walked = walk_within(self, filter, budget, Self::job_rows, Self::stretch)?;
+        let walked = walk_within(self, filter, budget, Self::job_rows, |r, f, n| {
+            stretch_end(r, f, n, Self::keys_after)
+        })?;
         let stopped_at = walked.stopped_at;
         let rows = self.with_histories(walked.rows)?;
         Ok(Walked { rows, stopped_at })
@@ -220,7 +202,9 @@ impl HistoryReader for PostgresReader {
         filter: &PageFilter,
         budget: Option<&ReadBudget>,
     ) -> Result<Walked<StoredSummary>, StoreError> {
-        walk_within(self, filter, budget, Self::summary_rows, Self::stretch)
+        walk_within(self, filter, budget, Self::summary_rows, |r, f, n| {
+            stretch_end(r, f, n, Self::keys_after)
+        })
     }
 }
 
