@@ -138,7 +138,7 @@ config_struct! {
         /// Longest a page of history is read as asked before it walks a
         /// bounded stretch instead (history-read-rows jobs in its order)
         /// and comes back short, with a cursor to go on: never an error.
-        /// 0: every page walks a bounded stretch.
+        /// 0ms: every page walks a bounded stretch.
         history_read_budget_millis: u64 = crate::store::read_budget::DEFAULT_BUDGET_MILLIS,
         /// Jobs a page of history walks, whatever they match, once its
         /// time budget has run out.
