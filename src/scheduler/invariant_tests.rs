@@ -5,7 +5,9 @@
 //! (and committed), finished jobs evicted from memory, requeues of evicted
 //! jobs read back, restarts recovered from the stored rows, and workers
 //! registering again with claims on the attempts they still run, right
-//! and wrong ones), with every invariant checked after every step.
+//! and wrong ones), with every invariant checked after every step; and
+//! client requests about any job routed by `plan`, which must send a job
+//! memory holds to the state and one it no longer holds to the database.
 
 use super::tests::{echo, stored_rows, w};
 use super::*;
@@ -133,6 +135,13 @@ enum Event {
     Evict,
     /// A new `CoordinatorState` recovered from every job's stored row.
     Restart,
+    /// Requests about a job (held or evicted) and a list, routed by `plan`
+    /// (which changes nothing); `finished_list`: of FAILED jobs, else of
+    /// QUEUED ones.
+    Route {
+        job: Index,
+        finished_list: bool,
+    },
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -172,6 +181,8 @@ fn event() -> impl Strategy<Value = Event> {
         2 => Just(Event::TakeDirty),
         2 => Just(Event::Evict),
         1 => Just(Event::Restart),
+        2 => (any::<Index>(), any::<bool>())
+            .prop_map(|(job, finished_list)| Event::Route { job, finished_list }),
     ]
 }
 
@@ -279,8 +290,57 @@ impl Harness {
             Event::TakeDirty => self.take_dirty()?,
             Event::Evict => self.evict()?,
             Event::Restart => self.restart()?,
+            Event::Route { job, finished_list } => self.route(job, *finished_list)?,
         }
         self.state.take_effects();
+        Ok(())
+    }
+
+    /// `plan` sends requests about a job memory holds to the state, about
+    /// one it no longer holds to the database (none without one), a
+    /// deletion to the database always, and a list to the database only
+    /// when it may show finished jobs.
+    fn route(&self, job: &Index, finished_list: bool) -> Result<(), TestCaseError> {
+        use crate::scheduler::plan::{plan, Plan};
+        use crate::scheduler::stored_read::StoredRead;
+        let Some(id) = self.pick_any(job) else {
+            return Ok(());
+        };
+        let (held, wall) = (self.state.holds(id), self.now.wall_ms);
+        for request in [
+            ClientRequest::Status { job_id: id },
+            ClientRequest::Cancel { job_id: id },
+            ClientRequest::Requeue { job_id: id },
+        ] {
+            let planned = plan(request.clone(), &self.state, true, wall);
+            let routed_right = match &planned {
+                Plan::Apply(applied) => held && *applied == request,
+                Plan::ReadStored(
+                    StoredRead::Status(read) | StoredRead::Cancel(read) | StoredRead::Requeue(read),
+                ) => !held && *read == id,
+                _ => false,
+            };
+            prop_assert!(routed_right, "held {held}: {request:?} went {planned:?}");
+            let alone = plan(request.clone(), &self.state, false, wall);
+            prop_assert_eq!(alone, Plan::Apply(request), "no database: memory answers");
+        }
+        let delete = ClientRequest::Delete { job_ids: vec![id] };
+        prop_assert_eq!(
+            plan(delete, &self.state, true, wall),
+            Plan::Delete(vec![id])
+        );
+        let list = ClientRequest::List {
+            state: Some(match finished_list {
+                true => JobState::Failed,
+                false => JobState::Queued,
+            }),
+            limit: 10,
+            task_type: None,
+            cursor: None,
+        };
+        let planned = plan(list, &self.state, true, wall);
+        let stored = matches!(planned, Plan::ReadStored(StoredRead::List { .. }));
+        prop_assert_eq!(stored, finished_list, "{:?}", planned);
         Ok(())
     }
 
