@@ -375,7 +375,11 @@ fn invalid_submission(reason: String) -> ApiError {
 
 /// The body of an action that takes none: nothing, or `{}`.
 pub fn empty_object(body: &[u8]) -> Result<(), ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
+    // JSON's whitespace only: a form feed, which ASCII counts, is no JSON.
+    if body
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
         return Ok(());
     }
     match serde_json::from_slice::<serde_json::Value>(body) {
@@ -435,4 +439,19 @@ pub async fn no_route(req: actix_web::HttpRequest, routes: web::Data<Routes>) ->
         None => ApiError::not_found(format!("no route for {method} {path}")),
     };
     error.error_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::empty_object;
+
+    #[test]
+    fn an_action_takes_no_body_or_an_empty_object_and_nothing_else() {
+        for fine in [&b""[..], b" \t\r\n", b"{}", b" { } "] {
+            assert!(empty_object(fine).is_ok(), "{fine:?}");
+        }
+        for refused in [&b"\x0c"[..], b"[]", b"{\"a\":1}", b"x", b"\x0b"] {
+            assert!(empty_object(refused).is_err(), "{refused:?}");
+        }
+    }
 }
