@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::processes::Killed;
+
 use common::jobs::*;
 use common::*;
 use serde_json::json;
@@ -15,18 +17,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use taskyard::protocol::JobState;
-
-/// Child processes killed when the test ends, pass or fail.
-struct Killed(Vec<Child>);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 /// Starts `binary --config FILE` for a file in `dir` holding `text`, and
 /// any further `flags`.

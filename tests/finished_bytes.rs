@@ -7,10 +7,12 @@
 
 mod common;
 
+use common::processes::Killed;
+
 use common::jobs::{connect_within, request, result_text, status, submit, wait_for_job};
 use common::{free_port, wait_until};
 use serde_json::json;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use taskyard::protocol::{JobId, JobState};
 
@@ -27,17 +29,6 @@ fn resident(pid: u32) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS");
     kib * 1024
-}
-
-struct Killed(Vec<Child>);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 #[test]

@@ -8,25 +8,17 @@
 
 mod common;
 
+use common::processes::Killed;
+
 use common::python::python;
 use common::{wait_until, Cluster};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use taskyard::client::WaitOutcome;
 use taskyard::protocol::{payloads, JobState, SubmitAnswer, SubmitRequest};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// Kills the worker process when the test ends, passing or not.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn submit(
     client: &mut taskyard::client::Client,
@@ -58,7 +50,7 @@ fn a_python_worker_runs_what_the_rust_client_submits() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start the Python worker");
-    let _worker = Killed(worker);
+    let _worker = Killed(vec![worker]);
     cluster.wait_for_workers(1);
     let mut client = cluster.client();
 

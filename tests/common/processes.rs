@@ -91,3 +91,16 @@ pub fn executions(logs: &[std::path::PathBuf]) -> std::collections::HashMap<Stri
     }
     counts
 }
+
+/// Child processes killed (and reaped) when dropped: when the test ends,
+/// passing or not.
+pub struct Killed(pub Vec<std::process::Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

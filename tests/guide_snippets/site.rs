@@ -24,11 +24,12 @@
 use super::common;
 use super::common::dev::Dev;
 use super::common::markdown::Block;
+use super::common::processes::Killed;
 use super::common::shell::{Ran, Shell};
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The ports the guide writes: the defaults, and a second coordinator's.
@@ -228,17 +229,7 @@ pub fn page_helper(site: &Site, file: &str) -> Option<Killed> {
         .stderr(Stdio::null())
         .spawn()
         .expect("start a worker allowed to run sh");
-    Some(Killed(worker))
-}
-
-/// Kills the process when dropped.
-pub struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    Some(Killed(vec![worker]))
 }
 
 /// What some blocks show, beyond their commands' exit status: `curl`
