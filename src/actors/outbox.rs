@@ -4,7 +4,7 @@
 
 use crate::actors::coordinator::HeldEffect;
 use crate::protocol::{ClientResponse, CoordinatorToWorker};
-use crate::scheduler::{JobPage, StatsSnapshot};
+use crate::scheduler::StatsSnapshot;
 use actix::{Message, Recipient};
 
 /// Coordinator → `WorkerSession`: write `frame`; close afterwards if asked.
@@ -36,7 +36,6 @@ pub struct QueryAnswer {
 /// What a `Query` found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueryResult {
-    Jobs(JobPage),
     Stats(Box<StatsSnapshot>),
     Timeline(Box<crate::scheduler::TimelineSnapshot>),
     /// Everything committed so far is durable and the coordinator answers.

@@ -55,9 +55,4 @@ pub enum StoredRead {
         offset: u64,
         max_bytes: u32,
     },
-    /// An HTTP page: `limit` jobs after the cursor in `filter.before`.
-    Page {
-        filter: PageFilter,
-        limit: usize,
-    },
 }

@@ -122,14 +122,17 @@ impl Handler<ClientCommand> for Coordinator {
         if self.commits.is_stopping() {
             return;
         }
-        let reads_stored = self.history.is_some();
-        let request = match plan(m.request, &self.state, reads_stored, self.now().wall_ms) {
+        let (reads_stored, now) = (self.history.is_some(), self.now());
+        let request = match plan(m.request, &self.state, reads_stored, now.wall_ms) {
             Plan::Refuse(response) => {
                 let answer = Delivery::client(m.reply_to, m.request_id, response);
                 return answer.deliver_unheld(Unheld::Refusal);
             }
             Plan::ReadStored(read) => {
-                let reply = Reply::Client(m.reply_to, m.request_id);
+                let reply = Reply {
+                    to: m.reply_to,
+                    request_id: m.request_id,
+                };
                 return self.read_history(read, reply, m.peer, ctx);
             }
             Plan::Delete(job_ids) => {
@@ -140,7 +143,6 @@ impl Handler<ClientCommand> for Coordinator {
             }
             Plan::Apply(request) => request,
         };
-        let now = self.now();
         let response = self.apply_request(request, now);
         let answer = Delivery::client(m.reply_to, m.request_id, response);
         self.finish(Some(answer), ctx);
@@ -162,10 +164,6 @@ impl Handler<Query> for Coordinator {
         if self.commits.is_stopping() {
             return;
         }
-        if let Some(read) = self.history_page(&m.query) {
-            let reply = Reply::Query(m.reply_to, m.request_id);
-            return self.read_history(read, reply, None, ctx);
-        }
         let now = self.now();
         // During an outage counters and depths are answered at once, so an
         // operator can still scrape /metrics; they are aggregates and may
@@ -173,18 +171,6 @@ impl Handler<Query> for Coordinator {
         let at_once = matches!(m.query, QueryKind::Stats | QueryKind::Timeline)
             && self.commits.outage().is_some();
         let result = match m.query {
-            QueryKind::Jobs {
-                state,
-                task_type,
-                cursor,
-                limit,
-            } => QueryResult::Jobs(self.state.list_after(
-                state,
-                task_type.as_deref(),
-                cursor,
-                limit,
-                now,
-            )),
             QueryKind::Stats => QueryResult::Stats(Box::new(self.state.stats(now))),
             QueryKind::Timeline => QueryResult::Timeline(Box::new(self.state.timeline(now))),
             QueryKind::Ready => QueryResult::Ready,

@@ -35,39 +35,29 @@
 
 use super::handlers::chunk_response;
 use super::job_admin::resolved;
-use super::messages::QueryKind;
 use super::Coordinator;
 use crate::actors::history::{Found, HistoryLink, HistoryQuery, ReadHistory, ReadShares};
-use crate::actors::outbox::{ClientAnswer, Delivery, QueryAnswer, QueryResult, Unheld};
+use crate::actors::outbox::{ClientAnswer, Delivery, Unheld};
 use crate::protocol::id_prefix::MAX_CANDIDATES;
 use crate::protocol::{ClientResponse, JobId, JobList};
 use crate::scheduler::fair_queue::FairQueue;
-use crate::scheduler::plan::{may_be_stored, page_filter};
 use crate::scheduler::stored_read::StoredRead;
-use crate::scheduler::{Job, JobPage, PageCursor};
+use crate::scheduler::{Job, PageCursor};
 use crate::store::{PageFilter, Walked};
 use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
 /// Where the answer to a request goes.
-pub(super) enum Reply {
-    Client(Recipient<ClientAnswer>, u64),
-    Query(Recipient<QueryAnswer>, u64),
+pub(super) struct Reply {
+    pub(super) to: Recipient<ClientAnswer>,
+    pub(super) request_id: u64,
 }
 
 impl Reply {
-    /// The answer to a read refused before it was sent to the pool.
-    fn refusal(self, reason: String) -> Delivery {
-        match self {
-            Reply::Client(to, request_id) => {
-                Delivery::client(to, request_id, ClientResponse::Overloaded { reason })
-            }
-            Reply::Query(to, request_id) => {
-                let result = QueryResult::NotReady { reason };
-                Delivery::Query(to, QueryAnswer { request_id, result })
-            }
-        }
+    /// The answer `response`, to be held or sent.
+    fn with(self, response: ClientResponse) -> Delivery {
+        Delivery::client(self.to, self.request_id, response)
     }
 }
 
@@ -77,7 +67,6 @@ impl Reply {
 pub(super) enum ReadSource {
     Peer(IpAddr),
     Client(Recipient<ClientAnswer>),
-    Query(Recipient<QueryAnswer>),
 }
 
 /// The history readers and the reads waiting for one.
@@ -95,59 +84,36 @@ impl HistoryPool {
 
 /// The read of the reader pool a stored read needs.
 fn query_of(read: &StoredRead) -> HistoryQuery {
-    {
-        match read {
-            StoredRead::Status(id)
-            | StoredRead::Cancel(id)
-            | StoredRead::Requeue(id)
-            | StoredRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
-            StoredRead::List { filter, .. } => HistoryQuery::Summaries {
-                filter: filter.clone(),
-                budgeted: true,
+    match read {
+        StoredRead::Status(id)
+        | StoredRead::Cancel(id)
+        | StoredRead::Requeue(id)
+        | StoredRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
+        StoredRead::List { filter, .. } => HistoryQuery::Summaries {
+            filter: filter.clone(),
+            budgeted: true,
+        },
+        StoredRead::DeleteFinished(filter) => HistoryQuery::Summaries {
+            filter: filter.clone(),
+            budgeted: false,
+        },
+        StoredRead::Resolve(prefix) => HistoryQuery::Summaries {
+            filter: PageFilter {
+                id_prefix: Some(prefix.clone()),
+                limit: MAX_CANDIDATES + 1,
+                ..PageFilter::default()
             },
-            StoredRead::DeleteFinished(filter) => HistoryQuery::Summaries {
-                filter: filter.clone(),
-                budgeted: false,
-            },
-            StoredRead::Resolve(prefix) => HistoryQuery::Summaries {
-                filter: PageFilter {
-                    id_prefix: Some(prefix.clone()),
-                    limit: MAX_CANDIDATES + 1,
-                    ..PageFilter::default()
-                },
-                budgeted: false,
-            },
-            StoredRead::RequeueJobs(ids) => HistoryQuery::Jobs(ids.clone()),
-            StoredRead::Page { filter, .. } => HistoryQuery::Page {
-                filter: filter.clone(),
-                budgeted: true,
-            },
-            StoredRead::RequeueFailed(filter) => HistoryQuery::Page {
-                filter: filter.clone(),
-                budgeted: false,
-            },
-        }
+            budgeted: false,
+        },
+        StoredRead::RequeueJobs(ids) => HistoryQuery::Jobs(ids.clone()),
+        StoredRead::RequeueFailed(filter) => HistoryQuery::Page {
+            filter: filter.clone(),
+            budgeted: false,
+        },
     }
 }
 
 impl Coordinator {
-    /// The database read an HTTP query needs, if it needs one.
-    pub(super) fn history_page(&self, query: &QueryKind) -> Option<StoredRead> {
-        self.history.as_ref()?;
-        match query {
-            QueryKind::Jobs {
-                state,
-                task_type,
-                cursor,
-                limit,
-            } if *limit > 0 && may_be_stored(*state) => Some(StoredRead::Page {
-                filter: page_filter(*state, task_type, *cursor, *limit),
-                limit: *limit,
-            }),
-            _ => None,
-        }
-    }
-
     /// Queues the read for the pool behind those of the same source
     /// (`peer`, else the connection `reply` goes to); its answer is
     /// delivered through the outbox when it comes back. A source with too
@@ -163,16 +129,16 @@ impl Coordinator {
         let Some(pool) = self.history.as_mut() else {
             return;
         };
-        let source = match (peer, &reply) {
-            (Some(ip), _) => ReadSource::Peer(ip),
-            (None, Reply::Client(to, _)) => ReadSource::Client(to.clone()),
-            (None, Reply::Query(to, _)) => ReadSource::Query(to.clone()),
+        let source = match peer {
+            Some(ip) => ReadSource::Peer(ip),
+            None => ReadSource::Client(reply.to.clone()),
         };
         if let Err((refused, (_, reply))) = pool.queue.push(source, (read, reply)) {
             let reason = format!(
                 "history reads: {refused} (history-reads-per-connection, history-reads-waiting)"
             );
-            return reply.refusal(reason).deliver_unheld(Unheld::Refusal);
+            let refusal = reply.with(ClientResponse::Overloaded { reason });
+            return refusal.deliver_unheld(Unheld::Refusal);
         }
         self.start_reads(ctx);
     }
@@ -213,11 +179,7 @@ impl Coordinator {
         reply: Reply,
         ctx: &mut Context<Self>,
     ) {
-        if let (
-            StoredRead::DeleteFinished(filter),
-            Ok(Found::Summaries(walked)),
-            Reply::Client(to, id),
-        ) = (&read, &found, &reply)
+        if let (StoredRead::DeleteFinished(filter), Ok(Found::Summaries(walked))) = (&read, &found)
         {
             let rows = &walked.rows;
             let more = rows.len() >= filter.limit || walked.stopped_at.is_some();
@@ -232,7 +194,7 @@ impl Coordinator {
                         .is_none_or(|held| held.state.is_terminal())
                 })
                 .collect();
-            return self.delete_named(ids, more, to.clone(), *id, ctx);
+            return self.delete_named(ids, more, reply.to, reply.request_id, ctx);
         }
         let delivery = self.history_answer(read, found, reply);
         self.finish(Some(delivery), ctx);
@@ -244,53 +206,28 @@ impl Coordinator {
         found: Result<Found, String>,
         reply: Reply,
     ) -> Delivery {
-        match reply {
-            Reply::Client(to, request_id) => {
-                let response = match (read, found) {
-                    (StoredRead::Requeue(job_id), Ok(Found::Job(job))) => {
-                        self.requeue_stored(job_id, job)
-                    }
-                    // A page the budget stopped short requeues what it found.
-                    (StoredRead::RequeueFailed(filter), Ok(Found::Page(walked))) => {
-                        self.requeue_failed_stored(&filter, walked.rows)
-                    }
-                    (StoredRead::RequeueJobs(ids), Ok(Found::Jobs(jobs))) => {
-                        let now = self.now();
-                        for job in jobs {
-                            self.state.restore(job, now);
-                        }
-                        ClientResponse::Bulk(self.requeue_each(&ids, now))
-                    }
-                    (StoredRead::Resolve(prefix), Ok(Found::Summaries(walked))) => {
-                        let mut ids = self.state.ids_with_prefix(&prefix, MAX_CANDIDATES + 1);
-                        ids.extend(walked.rows.iter().map(|row| row.job.id));
-                        resolved(prefix, ids)
-                    }
-                    (read, Ok(found)) => self.client_response(read, found),
-                    (_, Err(reason)) => ClientResponse::Overloaded { reason },
-                };
-                Delivery::client(to, request_id, response)
+        let response = match (read, found) {
+            (StoredRead::Requeue(job_id), Ok(Found::Job(job))) => self.requeue_stored(job_id, job),
+            // A page the budget stopped short requeues what it found.
+            (StoredRead::RequeueFailed(filter), Ok(Found::Page(walked))) => {
+                self.requeue_failed_stored(&filter, walked.rows)
             }
-            Reply::Query(to, request_id) => {
-                let result = match (read, found) {
-                    (StoredRead::Page { filter, limit }, Ok(Found::Page(walked))) => {
-                        let now = self.now();
-                        let (jobs, next) =
-                            self.page_of(&filter, walked, limit, |job| self.state.view(job, now));
-                        QueryResult::Jobs(JobPage {
-                            jobs,
-                            next,
-                            counts: self.state.state_counts(filter.task_type.as_deref()),
-                        })
-                    }
-                    (_, Err(reason)) => QueryResult::NotReady { reason },
-                    (_, Ok(_)) => QueryResult::NotReady {
-                        reason: "history read answered the wrong query".into(),
-                    },
-                };
-                Delivery::Query(to, QueryAnswer { request_id, result })
+            (StoredRead::RequeueJobs(ids), Ok(Found::Jobs(jobs))) => {
+                let now = self.now();
+                for job in jobs {
+                    self.state.restore(job, now);
+                }
+                ClientResponse::Bulk(self.requeue_each(&ids, now))
             }
-        }
+            (StoredRead::Resolve(prefix), Ok(Found::Summaries(walked))) => {
+                let mut ids = self.state.ids_with_prefix(&prefix, MAX_CANDIDATES + 1);
+                ids.extend(walked.rows.iter().map(|row| row.job.id));
+                resolved(prefix, ids)
+            }
+            (read, Ok(found)) => self.client_response(read, found),
+            (_, Err(reason)) => ClientResponse::Overloaded { reason },
+        };
+        reply.with(response)
     }
 
     fn client_response(&self, read: StoredRead, found: Found) -> ClientResponse {

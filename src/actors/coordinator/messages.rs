@@ -3,10 +3,8 @@
 //! durable.
 
 use crate::actors::outbox::{ClientAnswer, QueryAnswer, SendToWorker};
-use crate::protocol::{
-    ClientRequest, JobId, JobState, LeaseId, RunningAttempt, TaskOutcome, WorkerId,
-};
-use crate::scheduler::{PageCursor, SessionId};
+use crate::protocol::{ClientRequest, JobId, LeaseId, RunningAttempt, TaskOutcome, WorkerId};
+use crate::scheduler::SessionId;
 use actix::{Message, Recipient};
 
 /// `WorkerSession` → coordinator, after `Hello` and `Register`. Replaces any
@@ -104,13 +102,6 @@ pub struct Query {
 /// What a `Query` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueryKind {
-    /// A page of jobs after `cursor`, newest first; answered with `Jobs`.
-    Jobs {
-        state: Option<JobState>,
-        task_type: Option<String>,
-        cursor: Option<PageCursor>,
-        limit: usize,
-    },
     /// Counts, queues, workers and metrics; answered with `Stats`.
     Stats,
     /// The last hour per task type and minute; answered with `Timeline`.
