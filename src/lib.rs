@@ -1,26 +1,21 @@
 //! taskyard: a distributed job scheduler with one durable coordinator.
+//! This crate holds the `taskyard` CLI and the binaries, and re-exports
+//! the workspace's crates under one name: `taskyard-protocol` (the wire
+//! format), `taskyard-client` (client and worker library),
+//! `taskyard-server` (the coordinator) and `taskyard-bench` (the load
+//! generator). A program that only submits or runs jobs depends on
+//! `taskyard-client` alone.
 //!
 //! Where things are, how a request flows and the rules the code keeps:
 //! ARCHITECTURE.md at the repository root.
 
-pub mod actors;
-pub mod bench;
 pub mod cli;
-pub mod client;
-pub mod clock;
-pub mod config;
-pub mod ha;
-pub mod http;
-pub mod logging;
-pub mod memory;
-pub mod net;
-pub mod process;
-pub mod protocol;
-pub mod scheduler;
-pub mod security;
 pub mod signals;
-pub mod store;
-pub mod worker;
+
+pub use taskyard_bench as bench;
+pub use taskyard_client::{client, clock, logging, memory, security, worker};
+pub use taskyard_protocol as protocol;
+pub use taskyard_server::{actors, config, ha, http, net, process, scheduler, store};
 
 /// The README's Rust example, compiled (not run: it serves until stopped)
 /// by `cargo test --doc`, so it cannot rot.

@@ -4,7 +4,7 @@
 
 mod common;
 
-#[path = "../examples/custom_worker.rs"]
+#[path = "../crates/client/examples/custom_worker.rs"]
 mod example;
 
 use common::jobs::*;
@@ -118,14 +118,14 @@ fn progress_reported_by_a_custom_task_reaches_status_and_cancel_reaches_the_task
 
 #[test]
 fn an_invalid_task_name_is_an_error_from_spawn() {
-    let config = taskyard::config::WorkerConfig::default();
+    let config = taskyard::worker::WorkerConfig::default();
     let err = Worker::builder(config)
         .task("bad name", example::wordcount)
         .spawn()
         .err()
         .expect("refused");
     assert!(err.to_string().contains("\"bad name\""), "{err}");
-    let config = taskyard::config::WorkerConfig {
+    let config = taskyard::worker::WorkerConfig {
         exec_allow: vec!["no-such-program-xyz".into()],
         ..Default::default()
     };
@@ -135,7 +135,7 @@ fn an_invalid_task_name_is_an_error_from_spawn() {
 
 #[test]
 fn exec_in_a_program_that_cannot_supervise_it_is_an_error_from_spawn() {
-    let config = taskyard::config::WorkerConfig {
+    let config = taskyard::worker::WorkerConfig {
         exec_allow: vec!["sh".into()],
         ..Default::default()
     };

@@ -11,8 +11,8 @@ use serde_json::json;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
-use taskyard::config::WorkerConfig;
 use taskyard::protocol::*;
+use taskyard::worker::WorkerConfig;
 use taskyard::worker::{TaskError, Worker, WorkerHandle};
 use tokio::sync::Semaphore;
 

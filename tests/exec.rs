@@ -9,9 +9,9 @@ use common::processes::{live_group_members, processes_mentioning, read_pgid};
 use common::*;
 use serde_json::json;
 use std::time::Duration;
-use taskyard::config::WorkerConfig;
 use taskyard::protocol::*;
 use taskyard::worker::Worker;
+use taskyard::worker::WorkerConfig;
 
 const WITHIN: Duration = Duration::from_secs(10);
 

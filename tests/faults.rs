@@ -19,8 +19,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use taskyard::actors::coordinator::Inspect;
-use taskyard::config::{CoordinatorConfig, WorkerConfig};
+use taskyard::config::CoordinatorConfig;
 use taskyard::protocol::*;
+use taskyard::worker::WorkerConfig;
 use taskyard::worker::{TaskRegistry, WorkerHandle};
 
 /// The coordinator's heartbeat timeout in these tests.

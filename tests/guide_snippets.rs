@@ -362,7 +362,7 @@ fn toml_blocks_load_with_the_real_config_loaders() {
                     .map(|_| ())
             }
             Some("worker.toml") => {
-                taskyard::config::load(Some(&path), taskyard::config::WorkerOptions::default())
+                taskyard::config::load(Some(&path), taskyard::worker::WorkerOptions::default())
                     .map(|_| ())
             }
             _ => panic!(

@@ -196,3 +196,45 @@ fn postgres_pages_walk_a_bounded_stretch_when_out_of_time() {
     let mut reader = PostgresReader::open(target).expect("reader");
     check(&mut reader);
 }
+
+/// An id prefix shared by thousands of ids (UUID v7 ids share their first
+/// digits for a while) walks the listing order, and pages as any page.
+#[test]
+fn a_dense_prefix_pages_newest_first_like_any_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t.db");
+    let plan = SeedPlan {
+        finished: 6_000,
+        active: 0,
+        keyed: false,
+        finished_from: 1_700_000_000_000,
+        task_type: "echo".into(),
+    };
+    seed(&path, &plan).expect("seed");
+    let reader = JobReader::open(&path).expect("reader");
+    let everything = PageFilter {
+        limit: 100,
+        ..PageFilter::default()
+    };
+    let newest = reader.summaries_unbudgeted(&everything).expect("page");
+    let prefix = newest[0].job.id.to_string()[..4].to_string();
+    let by_prefix = PageFilter {
+        id_prefix: Some(taskyard::protocol::IdPrefix::parse(&prefix).expect("prefix")),
+        ..everything.clone()
+    };
+    assert!(
+        reader.prefix_is_dense(&by_prefix).expect("probe"),
+        "6,000 ids share {prefix}"
+    );
+    let ids = |page: Vec<taskyard::store::StoredSummary>| -> Vec<JobId> {
+        page.into_iter().map(|s| s.job.id).collect()
+    };
+    let expected: Vec<JobId> = ids(newest)
+        .into_iter()
+        .filter(|id| id.to_string().starts_with(&prefix))
+        .collect();
+    assert_eq!(
+        ids(reader.summaries_unbudgeted(&by_prefix).expect("page")),
+        expected
+    );
+}

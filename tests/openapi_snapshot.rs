@@ -39,7 +39,7 @@ fn the_openapi_snapshot_is_current() {
 
 /// The text of `server::routes`, the one place routes are registered.
 fn routes_source() -> String {
-    let source = include_str!("../src/http/server.rs");
+    let source = include_str!("../crates/server/src/http/server.rs");
     let start = source.find("pub fn routes(").expect("routes()");
     let end = start + source[start..].find("\n}\n").expect("end of routes()");
     source[start..end].to_string()

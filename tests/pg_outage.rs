@@ -8,8 +8,8 @@ mod common;
 use common::ha_processes::{http_body, CoordinatorProcess};
 use std::time::{Duration, Instant};
 use taskyard::client::{Client, ClientError};
-use taskyard::config::WorkerConfig;
 use taskyard::protocol::{JobId, JobState, SubmitAnswer, SubmitRequest};
+use taskyard::worker::WorkerConfig;
 use taskyard::worker::WorkerHandle;
 
 fn keyed_echo(key: &str) -> SubmitRequest {

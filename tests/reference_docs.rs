@@ -32,6 +32,6 @@ fn the_cli_reference_is_current() {
 fn the_configuration_reference_is_current() {
     check(
         "docs/reference/configuration.md",
-        taskyard::config::reference::markdown(),
+        taskyard::cli::config_reference::markdown(),
     );
 }

@@ -11,8 +11,8 @@ use common::ha_processes::{wait_for_leader, CoordinatorProcess};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use taskyard::client::Client;
-use taskyard::config::WorkerConfig;
 use taskyard::protocol::{ClientRequest, CoordinatorToClient, JobId, JobState, SubmitAnswer};
+use taskyard::worker::WorkerConfig;
 use taskyard::worker::{epoch::frame_epoch, ReceivedFrame, TaskRegistry, WorkerHandle};
 
 const LEASE_MILLIS: u64 = 1500;

@@ -5,7 +5,7 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use taskyard::protocol::{
+use taskyard_protocol::{
     ClientMessage, CoordinatorToClient, CoordinatorToWorker, FrameCodec, WorkerMessage,
 };
 use tokio_util::codec::Decoder;

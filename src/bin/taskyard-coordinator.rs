@@ -4,7 +4,8 @@
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use taskyard::config::{load, CoordinatorOptions, StoreKind};
+use taskyard::config::{CoordinatorOptions, StoreKind};
+use taskyard::process::load_config;
 use taskyard::process::node::NodeHandle;
 use taskyard::process::{CoordinatorHandle, StopOutcome};
 use taskyard::signals::Waited;
@@ -56,7 +57,7 @@ struct Args {
 fn main() -> ExitCode {
     taskyard::memory::disable_transparent_huge_pages();
     let args = Args::parse();
-    let config = match load(args.config.as_deref(), args.options) {
+    let config = match load_config(args.config.as_deref(), args.options) {
         Ok(config) => config,
         Err(e) => return fail(e),
     };

@@ -8,7 +8,8 @@
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use taskyard::config::{self, ConfigError, ConfigOptions, WorkerOptions};
+use taskyard::config::{self, ConfigError, ConfigOptions};
+use taskyard::worker::WorkerOptions;
 use taskyard::worker::{BuildError, Worker};
 
 /// mimalloc, as in the coordinator (where it measured ~25% less CPU than the

@@ -27,7 +27,7 @@ pub struct BenchArgs {
     pub prefetch: u32,
     /// With --store postgres: the coordinator's
     /// `postgres-write-connections`.
-    #[arg(long, value_name = "N", default_value_t = crate::store::postgres::DEFAULT_WRITERS)]
+    #[arg(long, value_name = "N", default_value_t = crate::config::defaults::POSTGRES_WRITE_CONNECTIONS)]
     pub write_connections: usize,
     /// Submit every job first, then start the workers: the drain is timed
     /// from their start (a backlog), not from the first submission.

@@ -2,10 +2,12 @@
 //! trying taskyard locally. Stops cleanly on Ctrl-C.
 
 use crate::cli::{output, CliError, Context, Exit};
-use crate::config::{load, CoordinatorOptions, WorkerConfig};
+use crate::config::CoordinatorOptions;
+use crate::process::load_config;
 use crate::process::{CoordinatorHandle, StartError, StopOutcome};
 use crate::protocol::limits::{self, Range};
 use crate::store::StoreErrorKind;
+use crate::worker::WorkerConfig;
 use crate::worker::WorkerHandle;
 use clap::Args;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -55,7 +57,7 @@ impl DevArgs {
 /// With `--json` the banner is one JSON line (`banner_json`) and nothing
 /// else is printed on stdout.
 pub fn run(ctx: &Context, args: DevArgs) -> Result<Exit, CliError> {
-    let config = load::<CoordinatorOptions>(args.config.as_deref(), args.overrides())
+    let config = load_config(args.config.as_deref(), args.overrides())
         .map_err(|e| CliError::Setup(e.to_string()))?;
     check_args(&args, config.max_worker_capacity)?;
     let log = crate::logging::build_logger(config.log_level, config.log_format);

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cluster;
 pub mod commands;
 pub mod completions;
+pub mod config_reference;
 pub mod dev;
 pub mod exit;
 pub mod job_admin;

@@ -29,8 +29,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use taskyard::client::Client;
-use taskyard::config::{CoordinatorConfig, WorkerConfig};
+use taskyard::config::CoordinatorConfig;
 use taskyard::process::CoordinatorHandle;
+use taskyard::worker::WorkerConfig;
 use taskyard::worker::{TaskRegistry, WorkerHandle};
 
 pub fn quiet_log() -> slog::Logger {
