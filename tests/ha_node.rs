@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use taskyard::client::Client;
 use taskyard::config::CoordinatorConfig;
 use taskyard::ha::MemoryLease;
-use taskyard::process::node::{NodeHandle, StoreOpener, TermStore};
+use taskyard::process::node::{NodeHandle, OpenedStore, StoreOpener};
 use taskyard::protocol::CoordinatorToClient;
 use taskyard::store::JobStore;
 
@@ -27,7 +27,7 @@ fn node_config(dir: &std::path::Path, name: &str) -> CoordinatorConfig {
 fn sqlite(config: &CoordinatorConfig) -> StoreOpener {
     let (path, sync) = (config.db_path.clone(), config.sqlite_synchronous);
     Arc::new(move || {
-        Ok(TermStore {
+        Ok(OpenedStore {
             store: Box::new(JobStore::open(&path, sync)?),
             history: None,
         })

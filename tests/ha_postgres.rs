@@ -32,7 +32,7 @@ fn node_config(dir: &std::path::Path, name: &str, url: &str) -> CoordinatorConfi
 }
 
 fn start(dir: &std::path::Path, name: &str, url: &str) -> NodeHandle {
-    NodeHandle::spawn_postgres(node_config(dir, name, url), common::quiet_log()).expect("starts")
+    NodeHandle::spawn_shared(node_config(dir, name, url), common::quiet_log()).expect("starts")
 }
 
 /// Waits until `node` serves (its client listener answers `Hello`).

@@ -4,35 +4,9 @@
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use taskyard::config::{CoordinatorOptions, StoreKind};
-use taskyard::process::load_config;
-use taskyard::process::node::NodeHandle;
-use taskyard::process::{CoordinatorHandle, StopOutcome};
+use taskyard::config::CoordinatorOptions;
+use taskyard::process::{load_config, StopOutcome};
 use taskyard::signals::Waited;
-
-/// What runs: one coordinator (SQLite), or a node that leads in terms.
-enum Running {
-    Single(CoordinatorHandle),
-    Node(NodeHandle),
-}
-
-impl Running {
-    /// Graceful stop; a leading node then releases the lease.
-    fn stop(self) -> StopOutcome {
-        match self {
-            Running::Single(handle) => handle.stop(),
-            Running::Node(handle) => handle.stop(),
-        }
-    }
-
-    /// True once it ended by itself (the database refused a commit).
-    fn has_ended(&self) -> bool {
-        match self {
-            Running::Single(handle) => handle.has_ended(),
-            Running::Node(handle) => handle.has_ended(),
-        }
-    }
-}
 
 /// mimalloc: measured ~25% less coordinator CPU than the system allocator
 /// (docs/performance-log.md); `main` first turns huge pages off (see `taskyard::memory`).
@@ -64,11 +38,7 @@ fn main() -> ExitCode {
     let (log, flush) = taskyard::logging::build_flushed_logger(config.log_level, config.log_format);
     // On PostgreSQL the process is a node of a cluster: it starts as a
     // standby and leads in terms (see docs/guide/high-availability.md).
-    let started = match config.store {
-        StoreKind::Sqlite => CoordinatorHandle::spawn(config, log.clone()).map(Running::Single),
-        StoreKind::Postgres => NodeHandle::spawn_postgres(config, log.clone()).map(Running::Node),
-    };
-    let coordinator = match started {
+    let coordinator = match taskyard::process::spawn(config, log.clone()) {
         Ok(handle) => handle,
         Err(e) => return fail(e),
     };

@@ -84,14 +84,12 @@ impl Running {
     fn start(config: &CoordinatorConfig, log: Logger) -> Result<(Running, usize), BenchError> {
         let failed =
             |e: taskyard_server::process::server::StartError| BenchError::Start(e.to_string());
-        match config.store {
-            StoreKind::Sqlite => {
-                let handle = CoordinatorHandle::spawn(config.clone(), log).map_err(failed)?;
+        match taskyard_server::process::spawn(config.clone(), log).map_err(failed)? {
+            taskyard_server::process::Running::Single(handle) => {
                 let rows = handle.recovery.loaded;
                 Ok((Running::Single(handle), rows))
             }
-            StoreKind::Postgres => {
-                let node = NodeHandle::spawn_postgres(config.clone(), log).map_err(failed)?;
+            taskyard_server::process::Running::Node(node) => {
                 wait_leading(&node, LEAD_WITHIN)?;
                 let running = Running::Node(node);
                 // Nothing has been submitted yet: what it holds is what

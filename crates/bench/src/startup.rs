@@ -147,7 +147,7 @@ fn run_postgres(opts: &StartupOptions, log: Logger) -> Result<StartupReport, Ben
     let mut ready_ms = Vec::new();
     for _ in 0..opts.runs.max(1) {
         let started = Instant::now();
-        let node = NodeHandle::spawn_postgres(config.clone(), log.clone())
+        let node = NodeHandle::spawn_shared(config.clone(), log.clone())
             .map_err(|e| BenchError::Start(e.to_string()))?;
         wait_leading(&node, LEAD_WITHIN)?;
         ready_ms.push(started.elapsed().as_secs_f64() * 1000.0);

@@ -4,11 +4,8 @@
 //! nor the writer ever waits for a history read.
 
 use crate::scheduler::Job;
-use crate::store::{
-    HistoryReader, JobReader, PageFilter, ReadBudget, StoreError, StoredSummary, Walked,
-};
+use crate::store::{HistoryReader, PageFilter, ReadBudget, StoreError, StoredSummary, Walked};
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
-use std::path::Path;
 use std::sync::Mutex;
 use taskyard_protocol::JobId;
 
@@ -78,21 +75,6 @@ pub struct History {
 }
 
 impl History {
-    /// Opens `readers` read-only connections to the database at `path`
-    /// (which must exist and be migrated), then starts one thread per
-    /// connection. Fails before any thread starts if a connection cannot
-    /// be opened.
-    pub fn start(
-        path: &Path,
-        readers: usize,
-        budget: ReadBudget,
-    ) -> Result<Addr<History>, StoreError> {
-        let opened = (0..readers.max(1))
-            .map(|_| JobReader::open(path).map(|r| Box::new(r) as Box<dyn HistoryReader>))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(History::start_with(opened, budget))
-    }
-
     /// Starts one thread per reader of `opened` (at least one), whatever
     /// its backend; each page read stops within `budget`.
     pub fn start_with(opened: Vec<Box<dyn HistoryReader>>, budget: ReadBudget) -> Addr<History> {

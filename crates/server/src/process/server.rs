@@ -7,7 +7,6 @@ use crate::actors::history::{History, ReadShares};
 use crate::actors::persistence::{Persistence, PersistenceLink};
 use crate::actors::sweeper::Sweeper;
 use crate::config::CoordinatorConfig;
-use crate::config::StoreKind;
 use crate::net::client_session::ClientSession;
 use crate::net::handshake::{ListenerPolicy, SessionContext};
 use crate::net::listener::{accept_loop, Accepted, ListenerSetup, ReadHalf, Slots, WriteHalf};
@@ -16,8 +15,7 @@ use crate::net::worker_session::WorkerSession;
 use crate::net::write_budget::UnwrittenBytes;
 use crate::process::node::{standby, term_io, NodeView};
 use crate::scheduler::{CoordinatorState, RecoverySummary, Retention, Stored};
-use crate::store::postgres::{PgTarget, PostgresReader, PostgresStore};
-use crate::store::{HistoryReader, JobStore, ReadBudget, Store, StoreError};
+use crate::store::{HistoryReader, OpenedStore, ReadBudget, Store, StoreError};
 use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
@@ -80,7 +78,7 @@ impl CoordinatorServer {
         let mut listeners = Listeners::from_config(config)?;
         // The store first: a database another coordinator owns is refused
         // before this one says anything else.
-        let (mut store, stored, postgres_readers) = open_and_load(config, &log)?;
+        let (mut store, readers, stored) = open_and_load(config, &log)?;
         listeners.max_connections = open_files::fit_max_connections(config.max_connections, &log);
         let client_unwritten = listeners.client.unwritten.clone();
         let worker_unwritten = listeners.worker.unwritten.clone();
@@ -98,24 +96,22 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
-        let history = match postgres_readers {
-            None => History::start(&config.db_path, config.history_readers, read_budget(config))?,
-            Some(readers) => History::start_with(readers, read_budget(config)),
-        };
+        let history = readers.map(|readers| History::start_with(readers, read_budget(config)));
+        let http_bound = http.as_ref().and_then(|l| l.local_addr().ok());
+        record_holder(store.as_ref(), &client_addr, &worker_addr, http_bound, &log);
         let coordinator = start_term(
             config,
             clock.clone(),
             store,
             state,
             TermLinks {
-                history: Some(history.recipient()),
+                history: history.map(|h| h.recipient()),
                 fence_watch: None,
                 epoch: 0,
                 trust: None,
             },
             &log,
         );
-        let http_bound = http.as_ref().and_then(|l| l.local_addr().ok());
         let me = advertised(
             config,
             &client_addr,
@@ -132,9 +128,6 @@ impl CoordinatorServer {
             }
             None => None,
         };
-        if config.store == StoreKind::Sqlite {
-            record_owner(config, &client_addr, &worker_addr, http_addr, &log);
-        }
         info!(log, "coordinator listening"; "clients" => %client_addr, "workers" => %worker_addr,
               "http" => http_addr.map_or_else(|| "off".to_string(), |a| a.to_string()));
         Ok(CoordinatorServer {
@@ -149,11 +142,11 @@ impl CoordinatorServer {
     }
 }
 
-/// Writes this coordinator's addresses into the database's lock file, so
-/// a second coordinator started on the same file can say whom it found.
-/// Only advice: a failure is a warning.
-fn record_owner(
-    config: &CoordinatorConfig,
+/// Leaves this coordinator's addresses with the store (SQLite writes them
+/// into its lock file), so a second coordinator started on the same
+/// database can say whom it found. Only advice: a failure is a warning.
+fn record_holder(
+    store: &dyn Store,
     client: &SocketAddr,
     worker: &SocketAddr,
     http: Option<SocketAddr>,
@@ -161,8 +154,8 @@ fn record_owner(
 ) {
     let http = http.map_or_else(|| "off".to_string(), |a| a.to_string());
     let addresses = format!("clients {client}, workers {worker}, http {http}");
-    if let Err(e) = crate::store::owner_lock::record_addresses(&config.db_path, &addresses) {
-        warn!(log, "cannot record this coordinator's addresses in the lock file"; "error" => %e);
+    if let Err(e) = store.record_holder(&addresses) {
+        warn!(log, "cannot record this coordinator's addresses with the store"; "error" => %e);
     }
 }
 
@@ -346,45 +339,24 @@ pub(crate) fn local_addr(
     })
 }
 
-/// The opened store, what recovery read from it, and for PostgreSQL the
-/// history readers' connections (SQLite's open after the listeners bind).
-type Opened = (Box<dyn Store>, Stored, Option<Vec<Box<dyn HistoryReader>>>);
+/// The opened store, its history readers, and what recovery read from it.
+type Opened = (Box<dyn Store>, Option<Vec<Box<dyn HistoryReader>>>, Stored);
 
-/// Opens (and migrates) the store the config names and reads what recovery
-/// needs. On a thread of its own: the PostgreSQL driver blocks on a runtime
-/// of its own, which it may not do on the actor system's thread. A database
-/// that cannot be reached is a start-up error naming `postgres-url` and the
-/// address (never the password).
+/// Opens (and migrates) the store the config names (`store::open`) and
+/// reads what recovery needs. On a thread of its own: the PostgreSQL
+/// driver blocks on a runtime of its own, which it may not do on the actor
+/// system's thread. A database that cannot be reached is a start-up error
+/// naming `postgres-url` and the address (never the password).
 fn open_and_load(config: &CoordinatorConfig, log: &Logger) -> Result<Opened, StartError> {
     let window = config.retain_finished_in_memory;
+    let open = crate::store::open(config, log).open;
     std::thread::scope(|scope| {
         let opening = std::thread::Builder::new()
             .name("taskyard-open-store".into())
             .spawn_scoped(scope, || -> Result<Opened, StartError> {
-                match config.store {
-                    StoreKind::Sqlite => {
-                        let mut store = JobStore::open(&config.db_path, config.sqlite_synchronous)?;
-                        if config.sqlite_preallocate_wal {
-                            preallocate_wal(&store, log);
-                        }
-                        if let Err(e) = store.checkpoint_in_background(config.sqlite_synchronous) {
-                            warn!(log, "WAL checkpointed by commits, not in the background";
-                                  "error" => %e);
-                        }
-                        let stored = store.load_for_recovery(window)?;
-                        Ok((Box::new(store), stored, None))
-                    }
-                    StoreKind::Postgres => {
-                        let url = config.postgres_url.expose();
-                        let mut store =
-                            PostgresStore::open_writers(url, config.postgres_write_connections)
-                                .map_err(postgres_unusable)?;
-                        info!(log, "store opened"; "store" => store.describe());
-                        let readers = postgres_readers(store.target(), config)?;
-                        let stored = Store::load_for_recovery(&mut store, window)?;
-                        Ok((Box::new(store), stored, Some(readers)))
-                    }
-                }
+                let OpenedStore { mut store, history } = open()?;
+                let stored = store.load_for_recovery(window)?;
+                Ok((store, history, stored))
             })
             .map_err(|_| StartError::Thread)?;
         opening.join().map_err(|_| StartError::Thread)?
@@ -418,38 +390,6 @@ fn schedules_at_start(
             .map_err(|_| StartError::Thread)?
             .map_err(StartError::from)
     })
-}
-
-/// `history-readers` connections of their own to the PostgreSQL store.
-pub(crate) fn postgres_readers(
-    target: &PgTarget,
-    config: &CoordinatorConfig,
-) -> Result<Vec<Box<dyn HistoryReader>>, StartError> {
-    (0..config.history_readers.max(1))
-        .map(|_| {
-            PostgresReader::open(target.clone())
-                .map(|r| Box::new(r) as Box<dyn HistoryReader>)
-                .map_err(postgres_unusable)
-        })
-        .collect()
-}
-
-pub(crate) fn postgres_unusable(e: StoreError) -> StartError {
-    StartError::Config {
-        key: "postgres-url".into(),
-        reason: e.to_string(),
-    }
-}
-
-/// A WAL that cannot be preallocated (a full disk, say) only makes commits
-/// slower, so it is a warning, not a reason to refuse to start.
-fn preallocate_wal(store: &JobStore, log: &Logger) {
-    let started = Instant::now();
-    match store.preallocate_wal() {
-        Ok(bytes) => info!(log, "WAL preallocated"; "bytes" => bytes,
-                           "millis" => started.elapsed().as_millis() as u64),
-        Err(e) => warn!(log, "WAL not preallocated; commits will grow it"; "error" => %e),
-    }
 }
 
 /// Both listeners' rules, from the config. Reads token and TLS files, so

@@ -58,6 +58,14 @@ pub trait Store: Send + 'static {
 
     /// Where the data lives, for logs (never with a password).
     fn describe(&self) -> String;
+
+    /// Leaves this coordinator's addresses where a second coordinator
+    /// refused the same database can read whom it found (SQLite: its lock
+    /// file). Only advice; a store several coordinators share has nothing
+    /// to record.
+    fn record_holder(&self, _addresses: &str) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Store for super::JobStore {
@@ -99,5 +107,9 @@ impl Store for super::JobStore {
 
     fn describe(&self) -> String {
         format!("SQLite database {}", self.path().display())
+    }
+
+    fn record_holder(&self, addresses: &str) -> std::io::Result<()> {
+        crate::store::owner_lock::record_addresses(self.path(), addresses)
     }
 }

@@ -6,6 +6,12 @@
 mod backend;
 mod expiry;
 pub mod history;
+pub mod lease;
+/// Only in tests: `cargo test` enables the `test-lease` feature for the
+/// integration tests; a release build has no lease that is not shared.
+#[cfg(any(test, feature = "test-lease"))]
+pub mod memory_lease;
+pub mod open;
 pub mod owner_lock;
 pub mod postgres;
 mod read;
@@ -20,6 +26,7 @@ mod write;
 pub use backend::Store;
 pub use expiry::{ExpiredJob, ExpiryCutoffs};
 pub use history::{HistoryReader, JobReader, PageFilter, StoredSummary};
+pub use open::{open, Backend, OpenedStore, StoreOpener};
 pub use postgres::PostgresStore;
 pub use read_budget::{ReadBudget, Walked};
 

@@ -8,4 +8,5 @@ pub mod term_io;
 pub use crate::actors::node_view::{
     ClusterInfo, ClusterLeader, ClusterMember, NodeRole, NodeView, Term, ViewState,
 };
-pub use runtime::{postgres_opener, NodeHandle, NodeServer, StoreOpener, TermStore};
+pub use crate::store::{OpenedStore, StoreOpener};
+pub use runtime::{NodeHandle, NodeServer};

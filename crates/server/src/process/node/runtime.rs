@@ -13,17 +13,16 @@ use crate::actors::history::History;
 use crate::actors::node_view::{NodeRole, NodeView, Term};
 use crate::config::CoordinatorConfig;
 use crate::ha::{
-    LeaseCommand, LeaseEvent, LeaseRunner, LeaseStore, LeaseTiming, NodeIdentity, PostgresLease,
-    StepDownReason, TrustDeadline, LEASE_THREAD,
+    LeaseCommand, LeaseEvent, LeaseRunner, LeaseStore, LeaseTiming, NodeIdentity, StepDownReason,
+    TrustDeadline, LEASE_THREAD,
 };
 use crate::net::open_files;
 use crate::process::server::{
-    advertised, bind, bind_http, local_addr, postgres_readers, spawn_http, start_term, Listeners,
-    StartError, StopOutcome, TermLinks,
+    advertised, bind, bind_http, local_addr, spawn_http, start_term, Listeners, StartError,
+    StopOutcome, TermLinks,
 };
 use crate::scheduler::{CoordinatorState, RecoverySummary};
-use crate::store::postgres::PostgresStore;
-use crate::store::{HistoryReader, Store, StoreError};
+use crate::store::{OpenedStore, StoreError, StoreOpener};
 use actix::{Actor, Addr, AsyncContext, Context, Handler, Message};
 use slog::{error, info, warn, Logger};
 use std::net::SocketAddr;
@@ -32,40 +31,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use taskyard_client::clock::{Clock, SystemClock};
 use tokio_util::sync::CancellationToken;
-
-/// What a term opens: the store it writes through (a connection of its
-/// own) and, optionally, readers of jobs no longer in memory.
-pub struct TermStore {
-    pub store: Box<dyn Store>,
-    /// `None`: every finished job stays in memory until it expires.
-    pub history: Option<Vec<Box<dyn HistoryReader>>>,
-}
-
-/// Opens a term's `TermStore`.
-pub type StoreOpener = Arc<dyn Fn() -> Result<TermStore, StoreError> + Send + Sync>;
-
-/// The opener of PostgreSQL at `url` with `history-readers` readers.
-pub fn postgres_opener(config: &CoordinatorConfig) -> StoreOpener {
-    let url = config.postgres_url.expose().to_string();
-    let config = config.clone();
-    // A leader paused or cut off with a batch staged holds the lease row
-    // under the fence's lock until PostgreSQL ends its idle transaction:
-    // that must happen well within the lease, or a standby could not take
-    // over when the lease expires.
-    let idle_limit = crate::store::postgres::DEFAULT_IDLE_LIMIT
-        .min(Duration::from_millis(config.leader_lease_millis / 2))
-        .max(Duration::from_millis(100));
-    Arc::new(move || {
-        let mut store = PostgresStore::open_writers(&url, config.postgres_write_connections)?;
-        store.set_idle_limit(idle_limit);
-        let readers = postgres_readers(store.target(), &config)
-            .map_err(|e| StoreError::new("postgres-url", e.to_string()))?;
-        Ok(TermStore {
-            store: Box::new(store),
-            history: Some(readers),
-        })
-    })
-}
 
 /// Longest a clean stop waits for the lease to be released.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -83,7 +48,7 @@ struct FromLease(LeaseEvent);
 #[rtype(result = "()")]
 struct Recovered {
     epoch: u64,
-    result: Result<(TermStore, CoordinatorState, RecoverySummary), StoreError>,
+    result: Result<(OpenedStore, CoordinatorState, RecoverySummary), StoreError>,
 }
 
 /// Handle → node: a graceful stop of the process (SIGTERM).
@@ -211,7 +176,7 @@ fn recover(
     config: &CoordinatorConfig,
     clock: &dyn Clock,
     log: Logger,
-) -> Result<(TermStore, CoordinatorState, RecoverySummary), StoreError> {
+) -> Result<(OpenedStore, CoordinatorState, RecoverySummary), StoreError> {
     let started = Instant::now();
     let mut opened = open()?;
     let store = &mut opened.store;
@@ -487,25 +452,27 @@ impl NodeHandle {
         })
     }
 
-    /// A node on the PostgreSQL store of `config` (`store = "postgres"`):
-    /// the lease on a connection of its own, each term's store and
-    /// history readers on theirs.
-    pub fn spawn_postgres(
-        config: CoordinatorConfig,
-        log: Logger,
-    ) -> Result<NodeHandle, StartError> {
-        let unusable = |e: crate::ha::LeaseError| StartError::Config {
-            key: "postgres-url".into(),
-            reason: e.to_string(),
+    /// A node on the shared database `config` names (`store::open`): the
+    /// lease on a connection of its own, each term's store and history
+    /// readers on theirs. A database unreachable at start-up is an error
+    /// (exit 2), as with one coordinator; later outages are waited out. A
+    /// store without a lease is refused, naming `store`.
+    pub fn spawn_shared(config: CoordinatorConfig, log: Logger) -> Result<NodeHandle, StartError> {
+        let backend = crate::store::open(&config, &log);
+        let open = backend.open.clone();
+        let lease = match backend.open_lease() {
+            Some(lease) => lease?,
+            None => {
+                return Err(StartError::Config {
+                    key: "store".into(),
+                    reason: format!(
+                        "\"{}\" is opened by one coordinator, not shared by a cluster",
+                        config.store
+                    ),
+                })
+            }
         };
-        let mut lease = PostgresLease::new(config.postgres_url.expose(), config.leader_lease())
-            .map_err(unusable)?;
-        // A database unreachable at start-up is a configuration error (exit
-        // 2), as with one coordinator; later outages are waited out. This
-        // first call also migrates the schema.
-        lease.leader().map_err(unusable)?;
-        let opener = postgres_opener(&config);
-        NodeHandle::spawn(config, Box::new(lease), opener, log)
+        NodeHandle::spawn(config, lease, open, log)
     }
 
     /// The coordinator of the term being served, if this node leads.

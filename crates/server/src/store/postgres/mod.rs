@@ -15,6 +15,7 @@ mod connect;
 mod expiry;
 mod fence;
 pub mod history;
+mod lease;
 mod read;
 mod schedules;
 pub mod schema;
@@ -24,6 +25,7 @@ mod write;
 pub(crate) use connect::error_text;
 pub use connect::PgTarget;
 pub use history::PostgresReader;
+pub use lease::PostgresLease;
 
 use super::{ExpiredJob, ExpiryCutoffs, Store, StoreError};
 use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};

@@ -11,7 +11,7 @@
 //! `node-name`) never inherits its predecessor's lease, it acquires a new
 //! epoch.
 
-use crate::ha::{LeaderRecord, LeaseError, LeaseStore, Member, MemberRole, NodeIdentity};
+use crate::store::lease::{LeaderRecord, LeaseError, LeaseStore, Member, MemberRole, NodeIdentity};
 use crate::store::postgres::{schema, PgTarget};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::Client;

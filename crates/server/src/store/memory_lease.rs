@@ -5,7 +5,7 @@
 //! notifications included. `fail(true)` makes every call fail, like an
 //! unreachable database; `stall(true)` makes every call hang.
 
-use crate::ha::{LeaderRecord, LeaseError, LeaseStore, Member, MemberRole, NodeIdentity};
+use crate::store::lease::{LeaderRecord, LeaseError, LeaseStore, Member, MemberRole, NodeIdentity};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
