@@ -11,7 +11,7 @@ use taskyard::bench::seed::{seed, seed_postgres, SeedPlan};
 use taskyard::protocol::JobId;
 use taskyard::scheduler::OrderKey;
 use taskyard::store::postgres::{PgTarget, PostgresReader};
-use taskyard::store::{HistoryReader, JobReader, PageFilter, ReadBudget};
+use taskyard::store::{JobReader, PageFilter, ReadBudget, StoredJobReader};
 
 const JOBS: u64 = 3_000;
 const STRETCH: u64 = 500;
@@ -35,7 +35,7 @@ const MAKE_RARE: &str = "UPDATE jobs SET task_type = 'rare' WHERE sequence % 97 
 /// Every page of `filter` as the coordinator shows them: (ids shown,
 /// whether the page was short with a cursor, the cursor).
 fn pages(
-    reader: &mut dyn HistoryReader,
+    reader: &mut dyn StoredJobReader,
     filter: &PageFilter,
     budget: &ReadBudget,
 ) -> Vec<(Vec<JobId>, bool, Option<OrderKey>)> {
@@ -65,7 +65,7 @@ fn pages(
 }
 
 /// The order keys of every job, in `filter`'s order (no budget).
-fn all_keys(reader: &mut dyn HistoryReader, oldest_first: bool) -> Vec<OrderKey> {
+fn all_keys(reader: &mut dyn StoredJobReader, oldest_first: bool) -> Vec<OrderKey> {
     let everything = PageFilter {
         limit: JOBS as usize + 1,
         oldest_first,
@@ -80,7 +80,7 @@ fn all_keys(reader: &mut dyn HistoryReader, oldest_first: bool) -> Vec<OrderKey>
     walked.rows.iter().map(|s| s.job.order_key()).collect()
 }
 
-fn check(reader: &mut dyn HistoryReader) {
+fn check(reader: &mut dyn StoredJobReader) {
     let tight = ReadBudget {
         time: Duration::ZERO,
         rows: STRETCH,

@@ -1,6 +1,6 @@
 //! One contract, two backends: every case here runs against a real SQLite
 //! file and a real (throwaway) PostgreSQL database through `Store` and
-//! `HistoryReader` only. Migrations, batch commit, staging, what a failed
+//! `StoredJobReader` only. Migrations, batch commit, staging, what a failed
 //! batch leaves, recovery, expiry, history reads, and (PostgreSQL) the
 //! fence.
 
@@ -18,7 +18,7 @@ use taskyard::scheduler::{Job, JobRow};
 use taskyard::store::postgres::throwaway::ThrowawayPostgres;
 use taskyard::store::postgres::{PgTarget, PostgresReader, PostgresStore};
 use taskyard::store::{
-    ExpiryCutoffs, HistoryReader, JobReader, JobStore, PageFilter, ReadBudget, Store, StoreError,
+    ExpiryCutoffs, JobReader, JobStore, PageFilter, ReadBudget, Store, StoreError, StoredJobReader,
     StoredSummary,
 };
 
@@ -72,7 +72,7 @@ impl Backend {
         self.open().expect("open store")
     }
 
-    fn reader(&self) -> Box<dyn HistoryReader> {
+    fn reader(&self) -> Box<dyn StoredJobReader> {
         match self {
             Backend::Sqlite { path, .. } => Box::new(JobReader::open(path).expect("reader")),
             Backend::Postgres { url, .. } => {
@@ -993,14 +993,14 @@ fn postgres_coordinators_starting_together_migrate_once() {
 }
 
 /// A page read whole (the default budget is never reached here).
-fn page(reader: &mut dyn HistoryReader, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
+fn page(reader: &mut dyn StoredJobReader, filter: &PageFilter) -> Result<Vec<Job>, StoreError> {
     let walked = reader.page(filter, Some(&ReadBudget::default()))?;
     assert_eq!(walked.stopped_at, None, "a tiny page is read whole");
     Ok(walked.rows)
 }
 
 fn summaries(
-    reader: &mut dyn HistoryReader,
+    reader: &mut dyn StoredJobReader,
     filter: &PageFilter,
 ) -> Result<Vec<StoredSummary>, StoreError> {
     let walked = reader.summaries(filter, Some(&ReadBudget::default()))?;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use taskyard_protocol::{IdPrefix, JobState, Priority};
 use taskyard_server::store::postgres::{PgTarget, PostgresReader};
-use taskyard_server::store::{HistoryReader, JobReader, PageFilter, ReadBudget};
+use taskyard_server::store::{JobReader, PageFilter, ReadBudget, StoredJobReader};
 
 /// Rows on one page (the dashboard's and `list`'s default is 50).
 const PAGE: usize = 50;
@@ -120,7 +120,7 @@ impl HistoryStore {
     }
 
     /// A reader on a connection of its own, as the coordinator's pool has.
-    fn reader(&self) -> Result<Box<dyn HistoryReader>, BenchError> {
+    fn reader(&self) -> Result<Box<dyn StoredJobReader>, BenchError> {
         Ok(match self {
             HistoryStore::Sqlite(path) => Box::new(JobReader::open(path).map_err(failed)?),
             HistoryStore::Postgres(pg) => {
@@ -198,7 +198,7 @@ fn plain() -> PageFilter {
 }
 
 /// The filters the CLI, API and dashboard offer, by name.
-fn filters_of(reader: &mut dyn HistoryReader) -> Result<Vec<(String, PageFilter)>, BenchError> {
+fn filters_of(reader: &mut dyn StoredJobReader) -> Result<Vec<(String, PageFilter)>, BenchError> {
     let newest = reader.summaries(&plain(), Some(&BUDGET)).map_err(failed)?;
     let prefix = newest
         .rows
@@ -241,7 +241,7 @@ fn filters_of(reader: &mut dyn HistoryReader) -> Result<Vec<(String, PageFilter)
 /// Medians of the first page and of the tenth (reached through the
 /// cursor of each page before it), milliseconds.
 fn time_pages(
-    reader: &mut dyn HistoryReader,
+    reader: &mut dyn StoredJobReader,
     filter: &PageFilter,
 ) -> Result<(f64, f64), BenchError> {
     let mut first = Vec::new();
@@ -272,7 +272,7 @@ fn time_pages(
 /// connection of its own, read `busy` pages without pause.
 fn plain_page_while_busy(
     store: &HistoryStore,
-    reader: &mut dyn HistoryReader,
+    reader: &mut dyn StoredJobReader,
     busy: &PageFilter,
 ) -> Result<(f64, f64), BenchError> {
     let stop = Arc::new(AtomicBool::new(false));

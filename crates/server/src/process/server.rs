@@ -3,8 +3,8 @@
 //! own thread, for `taskyard dev`, tests and benchmarks.
 
 use crate::actors::coordinator::{Coordinator, ExpiryPolicy, Shutdown, NOT_DURABLE_EXIT_CODE};
-use crate::actors::history::{History, ReadShares};
 use crate::actors::persistence::{Persistence, PersistenceLink};
+use crate::actors::stored_reads::{ReadShares, StoredReads};
 use crate::actors::sweeper::Sweeper;
 use crate::config::CoordinatorConfig;
 use crate::net::client_session::ClientSession;
@@ -15,7 +15,7 @@ use crate::net::worker_session::WorkerSession;
 use crate::net::write_budget::UnwrittenBytes;
 use crate::process::node::{standby, term_io, NodeView};
 use crate::scheduler::{CoordinatorState, RecoverySummary, Retention, Stored};
-use crate::store::{HistoryReader, OpenedStore, ReadBudget, Store, StoreError};
+use crate::store::{OpenedStore, ReadBudget, Store, StoreError, StoredJobReader};
 use actix::{Actor, Addr};
 use slog::{info, warn, Logger};
 use std::net::SocketAddr;
@@ -96,7 +96,7 @@ impl CoordinatorServer {
             local_addr(&clients, "client-listen")?,
             local_addr(&workers, "worker-listen")?,
         );
-        let history = readers.map(|readers| History::start_with(readers, read_budget(config)));
+        let history = readers.map(|readers| StoredReads::start_with(readers, read_budget(config)));
         let http_bound = http.as_ref().and_then(|l| l.local_addr().ok());
         record_holder(store.as_ref(), &client_addr, &worker_addr, http_bound, &log);
         let coordinator = start_term(
@@ -256,7 +256,7 @@ pub(crate) fn spawn_http(
 pub(crate) struct TermLinks {
     /// Reads of jobs no longer in memory (SQLite's reader pool); none:
     /// every finished job stays in memory until it expires.
-    pub history: Option<crate::actors::history::HistoryLink>,
+    pub history: Option<crate::actors::stored_reads::StoredReadLink>,
     /// Told when a commit is fenced (PostgreSQL).
     pub fence_watch: Option<actix::Recipient<crate::actors::coordinator::Fenced>>,
     /// The lease's epoch this term won (0 on SQLite), stamped on every
@@ -340,7 +340,11 @@ pub(crate) fn local_addr(
 }
 
 /// The opened store, its history readers, and what recovery read from it.
-type Opened = (Box<dyn Store>, Option<Vec<Box<dyn HistoryReader>>>, Stored);
+type Opened = (
+    Box<dyn Store>,
+    Option<Vec<Box<dyn StoredJobReader>>>,
+    Stored,
+);
 
 /// Opens (and migrates) the store the config names (`store::open`) and
 /// reads what recovery needs. On a thread of its own: the PostgreSQL

@@ -5,7 +5,6 @@
 
 mod backend;
 mod expiry;
-pub mod history;
 pub mod lease;
 /// Only in tests: `cargo test` enables the `test-lease` feature for the
 /// integration tests; a release build has no lease that is not shared.
@@ -19,16 +18,17 @@ pub mod read_budget;
 pub mod schedules;
 pub mod schema;
 mod startup;
+pub mod stored_jobs;
 pub mod wal_checkpointer;
 pub mod wal_prealloc;
 mod write;
 
 pub use backend::Store;
 pub use expiry::{ExpiredJob, ExpiryCutoffs};
-pub use history::{HistoryReader, JobReader, PageFilter, StoredSummary};
 pub use open::{open, Backend, OpenedStore, StoreOpener};
 pub use postgres::PostgresStore;
 pub use read_budget::{ReadBudget, Walked};
+pub use stored_jobs::{JobReader, PageFilter, StoredJobReader, StoredSummary};
 
 #[cfg(test)]
 mod counts_tests;

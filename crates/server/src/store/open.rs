@@ -8,7 +8,7 @@
 use crate::config::{CoordinatorConfig, StoreKind};
 use crate::store::lease::LeaseStore;
 use crate::store::postgres::{PgTarget, PostgresLease, PostgresReader, PostgresStore};
-use crate::store::{HistoryReader, JobReader, JobStore, Store, StoreError};
+use crate::store::{JobReader, JobStore, Store, StoreError, StoredJobReader};
 use slog::{info, warn, Logger};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 pub struct OpenedStore {
     pub store: Box<dyn Store>,
     /// `None`: every finished job stays in memory until it expires.
-    pub history: Option<Vec<Box<dyn HistoryReader>>>,
+    pub history: Option<Vec<Box<dyn StoredJobReader>>>,
 }
 
 /// Opens an `OpenedStore`; each call opens connections of its own.
@@ -89,7 +89,7 @@ fn sqlite_opener(config: &CoordinatorConfig, log: &Logger) -> StoreOpener {
         }
         let history = (0..config.history_readers.max(1))
             .map(|_| {
-                JobReader::open(&config.db_path).map(|r| Box::new(r) as Box<dyn HistoryReader>)
+                JobReader::open(&config.db_path).map(|r| Box::new(r) as Box<dyn StoredJobReader>)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(OpenedStore {
@@ -130,11 +130,11 @@ fn postgres_opener(config: &CoordinatorConfig, log: &Logger) -> StoreOpener {
 fn postgres_readers(
     target: &PgTarget,
     readers: usize,
-) -> Result<Vec<Box<dyn HistoryReader>>, StoreError> {
+) -> Result<Vec<Box<dyn StoredJobReader>>, StoreError> {
     (0..readers.max(1))
         .map(|_| {
             PostgresReader::open(target.clone())
-                .map(|r| Box::new(r) as Box<dyn HistoryReader>)
+                .map(|r| Box::new(r) as Box<dyn StoredJobReader>)
                 .map_err(|e| StoreError::new("postgres-url", e.to_string()))
         })
         .collect()

@@ -1,9 +1,9 @@
 //! One handler per coordinator message: read the clock once, apply the
 //! event to the state, schedule, and finish (hold effects, flush).
 
-use super::history_reads::Reply;
 use super::job_admin::resolved;
 use super::messages::*;
+use super::stored_reads::Reply;
 use super::Coordinator;
 use crate::actors::outbox::{Delivery, QueryAnswer, QueryResult, Unheld};
 use crate::scheduler::plan::{as_list_jobs, plan, Plan};
@@ -133,7 +133,7 @@ impl Handler<ClientCommand> for Coordinator {
                     to: m.reply_to,
                     request_id: m.request_id,
                 };
-                return self.read_history(read, reply, m.peer, ctx);
+                return self.read_stored(read, reply, m.peer, ctx);
             }
             Plan::Delete(job_ids) => {
                 return self.delete_named(job_ids, false, m.reply_to, m.request_id, ctx)

@@ -7,15 +7,15 @@
 mod eviction_steps;
 mod expiry;
 mod handlers;
-mod history_reads;
 mod job_admin;
 pub mod messages;
 mod schedule_passes;
 mod schedules;
+mod stored_reads;
 
-use crate::actors::history::{HistoryLink, ReadShares};
 use crate::actors::outbox::{Delivery, SendToWorker};
 use crate::actors::persistence::{CommitBatch, DeleteJobs, ExpireJobs, PersistenceLink, StageRows};
+use crate::actors::stored_reads::{ReadShares, StoredReadLink};
 use crate::scheduler::deletion_queue::DeletionQueue;
 use crate::scheduler::{CoordinatorState, Effect, JobRow, Retention, SessionId};
 use actix::{
@@ -68,7 +68,7 @@ pub struct Coordinator {
     /// The history reader pool and the reads waiting for it. Without
     /// one, every finished job stays in memory and every read is answered
     /// from it.
-    history: Option<history_reads::HistoryPool>,
+    history: Option<stored_reads::StoredReadPool>,
     /// Deletion of expired jobs; none: finished jobs are kept forever.
     expiry: Option<expiry::Expiry>,
     /// Where deletions asked for by clients go; none: they are refused.
@@ -186,11 +186,11 @@ impl Coordinator {
     /// `shares`: how the readers are shared among connections.
     pub fn with_history(
         mut self,
-        history: HistoryLink,
+        history: StoredReadLink,
         shares: ReadShares,
         retention: Retention,
     ) -> Self {
-        self.history = Some(history_reads::HistoryPool::new(history, shares));
+        self.history = Some(stored_reads::StoredReadPool::new(history, shares));
         self.state.set_retention(retention);
         self
     }

@@ -9,8 +9,8 @@
 //! node is a standby again, in the same process.
 
 use crate::actors::coordinator::{Coordinator, Depose, Fenced, Shutdown, NOT_DURABLE_EXIT_CODE};
-use crate::actors::history::History;
 use crate::actors::node_view::{NodeRole, NodeView, Term};
+use crate::actors::stored_reads::StoredReads;
 use crate::config::CoordinatorConfig;
 use crate::ha::{
     LeaseCommand, LeaseEvent, LeaseRunner, LeaseStore, LeaseTiming, NodeIdentity, StepDownReason,
@@ -246,7 +246,7 @@ impl Handler<Recovered> for Node {
         };
         let links = TermLinks {
             history: opened.history.map(|readers| {
-                History::start_with(readers, crate::process::server::read_budget(&self.config))
+                StoredReads::start_with(readers, crate::process::server::read_budget(&self.config))
                     .recipient()
             }),
             fence_watch: Some(ctx.address().recipient()),

@@ -14,18 +14,18 @@
 mod connect;
 mod expiry;
 mod fence;
-pub mod history;
 mod lease;
 mod read;
 mod schedules;
 pub mod schema;
+pub mod stored_jobs;
 pub mod throwaway;
 mod write;
 
 pub(crate) use connect::error_text;
 pub use connect::PgTarget;
-pub use history::PostgresReader;
 pub use lease::PostgresLease;
+pub use stored_jobs::PostgresReader;
 
 use super::{ExpiredJob, ExpiryCutoffs, Store, StoreError};
 use crate::scheduler::schedule::{ScheduleWrite, StoredSchedule};

@@ -1,5 +1,5 @@
 //! Requests about jobs the coordinator no longer holds: sent to the
-//! `History` reader pool, and answered through the outbox when the read
+//! `StoredReads` reader pool, and answered through the outbox when the read
 //! comes back. The handler that sends a read returns at once; the answer
 //! is a step of its own.
 //!
@@ -36,8 +36,10 @@
 use super::handlers::chunk_response;
 use super::job_admin::resolved;
 use super::Coordinator;
-use crate::actors::history::{Found, HistoryLink, HistoryQuery, ReadHistory, ReadShares};
 use crate::actors::outbox::{ClientAnswer, Delivery, Unheld};
+use crate::actors::stored_reads::{
+    Found, ReadShares, ReadStoredJobs, StoredJobQuery, StoredReadLink,
+};
 use crate::scheduler::fair_queue::FairQueue;
 use crate::scheduler::stored_read::StoredRead;
 use crate::scheduler::{Job, PageCursor};
@@ -70,34 +72,34 @@ pub(super) enum ReadSource {
 }
 
 /// The history readers and the reads waiting for one.
-pub(super) struct HistoryPool {
-    link: HistoryLink,
+pub(super) struct StoredReadPool {
+    link: StoredReadLink,
     queue: FairQueue<ReadSource, (StoredRead, Reply)>,
 }
 
-impl HistoryPool {
-    pub(super) fn new(link: HistoryLink, shares: ReadShares) -> HistoryPool {
+impl StoredReadPool {
+    pub(super) fn new(link: StoredReadLink, shares: ReadShares) -> StoredReadPool {
         let queue = FairQueue::new(shares.readers, shares.per_connection, shares.waiting);
-        HistoryPool { link, queue }
+        StoredReadPool { link, queue }
     }
 }
 
 /// The read of the reader pool a stored read needs.
-fn query_of(read: &StoredRead) -> HistoryQuery {
+fn query_of(read: &StoredRead) -> StoredJobQuery {
     match read {
         StoredRead::Status(id)
         | StoredRead::Cancel(id)
         | StoredRead::Requeue(id)
-        | StoredRead::Chunk { job_id: id, .. } => HistoryQuery::Job(*id),
-        StoredRead::List { filter, .. } => HistoryQuery::Summaries {
+        | StoredRead::Chunk { job_id: id, .. } => StoredJobQuery::Job(*id),
+        StoredRead::List { filter, .. } => StoredJobQuery::Summaries {
             filter: filter.clone(),
             budgeted: true,
         },
-        StoredRead::DeleteFinished(filter) => HistoryQuery::Summaries {
+        StoredRead::DeleteFinished(filter) => StoredJobQuery::Summaries {
             filter: filter.clone(),
             budgeted: false,
         },
-        StoredRead::Resolve(prefix) => HistoryQuery::Summaries {
+        StoredRead::Resolve(prefix) => StoredJobQuery::Summaries {
             filter: PageFilter {
                 id_prefix: Some(prefix.clone()),
                 limit: MAX_CANDIDATES + 1,
@@ -105,8 +107,8 @@ fn query_of(read: &StoredRead) -> HistoryQuery {
             },
             budgeted: false,
         },
-        StoredRead::RequeueJobs(ids) => HistoryQuery::Jobs(ids.clone()),
-        StoredRead::RequeueFailed(filter) => HistoryQuery::Page {
+        StoredRead::RequeueJobs(ids) => StoredJobQuery::Jobs(ids.clone()),
+        StoredRead::RequeueFailed(filter) => StoredJobQuery::Page {
             filter: filter.clone(),
             budgeted: false,
         },
@@ -119,7 +121,7 @@ impl Coordinator {
     /// delivered through the outbox when it comes back. A source with too
     /// many reads waiting or running is answered "overloaded" at once.
     /// Never waits.
-    pub(super) fn read_history(
+    pub(super) fn read_stored(
         &mut self,
         read: StoredRead,
         reply: Reply,
@@ -152,7 +154,7 @@ impl Coordinator {
             let Some((source, (read, reply))) = pool.queue.take() else {
                 return;
             };
-            let sent = pool.link.send(ReadHistory {
+            let sent = pool.link.send(ReadStoredJobs {
                 query: query_of(&read),
             });
             ctx.spawn(sent.into_actor(self).map(move |answer, act, ctx| {
@@ -164,7 +166,7 @@ impl Coordinator {
                     Ok(Err(e)) => Err(format!("reading history: {e}")),
                     Err(e) => Err(format!("history readers unavailable: {e}")),
                 };
-                act.history_arrived(read, found, reply, ctx);
+                act.stored_read_arrived(read, found, reply, ctx);
                 act.start_reads(ctx);
             }));
         }
@@ -172,7 +174,7 @@ impl Coordinator {
 
     /// Answers a request whose read came back; a deletion by filter goes
     /// on to the database first.
-    fn history_arrived(
+    fn stored_read_arrived(
         &mut self,
         read: StoredRead,
         found: Result<Found, String>,
@@ -196,11 +198,11 @@ impl Coordinator {
                 .collect();
             return self.delete_named(ids, more, reply.to, reply.request_id, ctx);
         }
-        let delivery = self.history_answer(read, found, reply);
+        let delivery = self.stored_read_answer(read, found, reply);
         self.finish(Some(delivery), ctx);
     }
 
-    fn history_answer(
+    fn stored_read_answer(
         &mut self,
         read: StoredRead,
         found: Result<Found, String>,

@@ -1,5 +1,5 @@
-//! Reading history: jobs the coordinator no longer holds in memory, read
-//! on a connection of their own beside the writer's (WAL lets readers see
+//! Reading stored jobs back: jobs the coordinator no longer holds in
+//! memory (finished and evicted ones, mostly), read on a connection of their own beside the writer's (WAL lets readers see
 //! the last committed state while a write transaction is open).
 
 use super::read::{read_row, with_stored_attempts, COLUMNS};
@@ -11,15 +11,15 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use taskyard_protocol::JobId;
 
-/// What a history reader thread reads through, whatever the backend
+/// What a stored-reads thread reads through, whatever the backend
 /// (SQLite's `JobReader`, PostgreSQL's `PostgresReader`): each read sees
 /// what was committed when it began. One per thread, on a connection of
 /// its own.
-pub trait HistoryReader: Send + 'static {
-    /// The stored job with its whole history, if the database has it.
+pub trait StoredJobReader: Send + 'static {
+    /// The stored job with all its attempts, if the database has it.
     fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError>;
     /// Up to `filter.limit` stored jobs, newest submission first; each
-    /// with its whole history. Within `budget`: a page that would cost
+    /// with all its attempts. Within `budget`: a page that would cost
     /// more comes back short, with where it stopped.
     fn page(
         &mut self,
@@ -35,7 +35,7 @@ pub trait HistoryReader: Send + 'static {
     ) -> Result<Walked<StoredSummary>, StoreError>;
 }
 
-impl HistoryReader for JobReader {
+impl StoredJobReader for JobReader {
     fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError> {
         JobReader::job(self, id)
     }

@@ -1,10 +1,10 @@
-//! `History`: the read path for jobs the coordinator no longer holds in
+//! `StoredReads`: the read path for jobs the coordinator no longer holds in
 //! memory. A small pool of threads (a `SyncArbiter`), each with its own
 //! read-only connection, answering by message, so neither the coordinator
 //! nor the writer ever waits for a history read.
 
 use crate::scheduler::Job;
-use crate::store::{HistoryReader, PageFilter, ReadBudget, StoreError, StoredSummary, Walked};
+use crate::store::{PageFilter, ReadBudget, StoreError, StoredJobReader, StoredSummary, Walked};
 use actix::{Actor, Addr, Handler, Message, Recipient, SyncArbiter, SyncContext};
 use std::sync::Mutex;
 use taskyard_protocol::JobId;
@@ -13,7 +13,7 @@ use taskyard_protocol::JobId;
 pub const DEFAULT_READERS: usize = 2;
 
 /// Name of each history reader thread.
-pub const HISTORY_THREAD: &str = "taskyard-history";
+pub const STORED_READS_THREAD: &str = "taskyard-history";
 
 /// How the coordinator shares the readers among the connections asking:
 /// in turn (see `FairQueue`), `readers` reads at once, at most
@@ -28,7 +28,7 @@ pub struct ReadShares {
 
 /// What to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HistoryQuery {
+pub enum StoredJobQuery {
     /// One job with its whole history; answered with `Found::Job`.
     Job(JobId),
     /// Several jobs (at most `MAX_BULK_JOBS`), each with its whole
@@ -44,7 +44,7 @@ pub enum HistoryQuery {
     Summaries { filter: PageFilter, budgeted: bool },
 }
 
-/// What the database holds for a `HistoryQuery`, as committed when the
+/// What the database holds for a `StoredJobQuery`, as committed when the
 /// read began: durable by definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
@@ -61,60 +61,63 @@ pub enum Found {
 /// answer path; the query says which.
 #[derive(Message)]
 #[rtype(result = "Result<Found, StoreError>")]
-pub struct ReadHistory {
-    pub query: HistoryQuery,
+pub struct ReadStoredJobs {
+    pub query: StoredJobQuery,
 }
 
 /// Where the coordinator sends history reads.
-pub type HistoryLink = Recipient<ReadHistory>;
+pub type StoredReadLink = Recipient<ReadStoredJobs>;
 
 /// One reader of the pool.
-pub struct History {
-    reader: Box<dyn HistoryReader>,
+pub struct StoredReads {
+    reader: Box<dyn StoredJobReader>,
     budget: ReadBudget,
 }
 
-impl History {
+impl StoredReads {
     /// Starts one thread per reader of `opened` (at least one), whatever
     /// its backend; each page read stops within `budget`.
-    pub fn start_with(opened: Vec<Box<dyn HistoryReader>>, budget: ReadBudget) -> Addr<History> {
+    pub fn start_with(
+        opened: Vec<Box<dyn StoredJobReader>>,
+        budget: ReadBudget,
+    ) -> Addr<StoredReads> {
         let readers = opened.len().max(1);
         // The factory runs once per thread; each takes one connection.
         let pool = Mutex::new(opened);
-        let named = || std::thread::Builder::new().name(HISTORY_THREAD.into());
+        let named = || std::thread::Builder::new().name(STORED_READS_THREAD.into());
         SyncArbiter::start_with_thread_builder(readers, named, move || {
             let reader = pool
                 .lock()
                 .ok()
                 .and_then(|mut p| p.pop())
                 .expect("one connection was opened per reader thread");
-            History { reader, budget }
+            StoredReads { reader, budget }
         })
     }
 }
 
-impl Actor for History {
+impl Actor for StoredReads {
     type Context = SyncContext<Self>;
 }
 
-impl Handler<ReadHistory> for History {
+impl Handler<ReadStoredJobs> for StoredReads {
     type Result = Result<Found, StoreError>;
 
-    fn handle(&mut self, m: ReadHistory, _: &mut SyncContext<Self>) -> Self::Result {
+    fn handle(&mut self, m: ReadStoredJobs, _: &mut SyncContext<Self>) -> Self::Result {
         match m.query {
-            HistoryQuery::Job(id) => Ok(Found::Job(self.reader.job(id)?.map(Box::new))),
-            HistoryQuery::Jobs(ids) => {
+            StoredJobQuery::Job(id) => Ok(Found::Job(self.reader.job(id)?.map(Box::new))),
+            StoredJobQuery::Jobs(ids) => {
                 let mut found = Vec::with_capacity(ids.len());
                 for id in ids {
                     found.extend(self.reader.job(id)?);
                 }
                 Ok(Found::Jobs(found))
             }
-            HistoryQuery::Page { filter, budgeted } => {
+            StoredJobQuery::Page { filter, budgeted } => {
                 let budget = budgeted.then_some(&self.budget);
                 Ok(Found::Page(self.reader.page(&filter, budget)?))
             }
-            HistoryQuery::Summaries { filter, budgeted } => {
+            StoredJobQuery::Summaries { filter, budgeted } => {
                 let budget = budgeted.then_some(&self.budget);
                 Ok(Found::Summaries(self.reader.summaries(&filter, budget)?))
             }

@@ -5,9 +5,9 @@ use super::connect::{error_text, PgTarget};
 use super::read::{attempts_of, job_from, with_last_attempt, ATTEMPT_COLUMNS, COLUMNS};
 use crate::scheduler::Job;
 use crate::scheduler::OrderKey;
-use crate::store::history::FilterArg;
-use crate::store::history::HistoryReader;
 use crate::store::read_budget::{stretch_end, walk_within, ReadBudget, Walked};
+use crate::store::stored_jobs::FilterArg;
+use crate::store::stored_jobs::StoredJobReader;
 use crate::store::{PageFilter, StoreError, StoredSummary};
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -172,7 +172,7 @@ impl PostgresReader {
     }
 }
 
-impl HistoryReader for PostgresReader {
+impl StoredJobReader for PostgresReader {
     fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError> {
         let query = format!("SELECT {COLUMNS} FROM taskyard.jobs WHERE id = $1");
         let found = self.client()?.query_opt(&query, &[&id.0]);
