@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use taskyard::client::Client;
 use taskyard::protocol::{ClientRequest, CoordinatorToClient, JobId, JobState, SubmitAnswer};
 use taskyard::worker::WorkerConfig;
-use taskyard::worker::{epoch::frame_epoch, ReceivedFrame, TaskRegistry, WorkerHandle};
+use taskyard::worker::{frame_epoch, ReceivedFrame, TaskRegistry, WorkerHandle};
 
 const LEASE_MILLIS: u64 = 1500;
 
