@@ -4,11 +4,13 @@
 
 use crate::scheduler::schedule::firing::SCHEDULES_PER_PASS;
 use crate::scheduler::schedule::keys::slot_key;
-use crate::scheduler::schedule::{ScheduleRefused, ScheduleWrite, StoredSchedule};
+use crate::scheduler::schedule::{ScheduleRefused, ScheduleStep, ScheduleWrite, StoredSchedule};
 use crate::scheduler::tests::{consistent, state};
 use crate::scheduler::CoordinatorState;
 use taskyard_client::clock::Now;
-use taskyard_protocol::{JobState, Overlap, ScheduleSpec};
+use taskyard_protocol::{
+    ClientRequest, ClientResponse, JobState, Overlap, ScheduleRefusal, ScheduleSpec,
+};
 
 const MINUTE: i64 = 60_000;
 /// 2026-12-05T00:00:00Z: slots of `* * * * *` fall on whole minutes of it.
@@ -377,4 +379,46 @@ fn a_pass_refused_by_admission_asks_for_no_other_until_the_sweep() {
         Some(T0 + MINUTE),
         "refused slots stay due for the next sweep"
     );
+}
+
+#[test]
+fn a_schedule_request_is_decided_on_the_state_and_a_change_waits_for_its_write() {
+    let mut s = state();
+    let create = || ClientRequest::CreateSchedule(Box::new(every_minute("a", Overlap::Skip)));
+    // A change comes back as the write to store, with the answer to give once stored.
+    match s.schedule_request(create(), at(T0)) {
+        Ok(ScheduleStep::Store(ScheduleWrite::Put(_), ClientResponse::Schedule(view))) => {
+            assert_eq!(view.spec.name, "a")
+        }
+        _ => panic!("a create is stored before it is answered"),
+    }
+    // A second create is refused at once, naming the field; nothing to store.
+    match s.schedule_request(create(), at(T0)) {
+        Ok(ScheduleStep::Answer(ClientResponse::ScheduleRefused { kind, field, .. })) => {
+            assert_eq!(kind, ScheduleRefusal::Exists);
+            assert_eq!(field.as_deref(), Some("name"));
+        }
+        _ => panic!("a duplicate is refused"),
+    }
+    // Reads are answered at once.
+    match s.schedule_request(ClientRequest::ListSchedules { after: None }, at(T0)) {
+        Ok(ScheduleStep::Answer(ClientResponse::Schedules { schedules, more })) => {
+            assert_eq!(schedules.len(), 1);
+            assert!(!more);
+        }
+        _ => panic!("a list is answered at once"),
+    }
+    // Deleting stores the deletion and answers with the name.
+    match s.schedule_request(ClientRequest::DeleteSchedule { name: "a".into() }, at(T0)) {
+        Ok(ScheduleStep::Store(
+            ScheduleWrite::Delete(_),
+            ClientResponse::ScheduleDeleted { name },
+        )) => {
+            assert_eq!(name, "a")
+        }
+        _ => panic!("a delete is stored before it is answered"),
+    }
+    // Anything else is not a schedule request.
+    assert!(s.schedule_request(ClientRequest::Ping, at(T0)).is_err());
+    consistent(&s);
 }

@@ -20,4 +20,6 @@ pub mod admin;
 pub mod firing;
 pub mod pass_memo;
 pub mod passes;
+pub mod requests;
 pub use admin::{ScheduleWrite, SkippedCounts, StoredSchedule};
+pub use requests::ScheduleStep;
