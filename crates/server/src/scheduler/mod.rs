@@ -1,6 +1,7 @@
 //! Pure scheduling policy and state: no actors, no sockets, no clock reads.
 //! Every function takes `now` and returns or records what should happen.
 
+pub mod bulk;
 pub mod claims;
 pub mod control;
 pub mod counts;
@@ -57,5 +58,6 @@ pub use retention::Retention;
 pub use retry::RetryPolicy;
 pub use row::JobRow;
 pub use state::{CoordinatorState, Effect, Policy, TransitionRefused};
+pub use stored_read::Walked;
 pub use timeline::{Timeline, TimelineSnapshot};
 pub use workers::SessionId;

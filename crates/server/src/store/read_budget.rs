@@ -33,33 +33,7 @@ impl Default for ReadBudget {
     }
 }
 
-/// A page as read. `rows`: the matches in the page's order, at most the
-/// filter's limit. `stopped_at`: set when the budget ran out before the
-/// page was full; `rows` then holds every match up to and including this
-/// order key, none after it, and the next page resumes after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Walked<T> {
-    pub rows: Vec<T>,
-    pub stopped_at: Option<OrderKey>,
-}
-
-impl<T> Walked<T> {
-    /// Every match up to the limit: the read was not stopped.
-    pub fn whole(rows: Vec<T>) -> Walked<T> {
-        Walked {
-            rows,
-            stopped_at: None,
-        }
-    }
-
-    /// The same page with each row turned into another.
-    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Walked<U> {
-        Walked {
-            rows: self.rows.into_iter().map(f).collect(),
-            stopped_at: self.stopped_at,
-        }
-    }
-}
+pub use crate::scheduler::Walked;
 
 /// The end of a bounded stretch: the order key of its last job, and
 /// whether more jobs follow it in the page's order.

@@ -1,11 +1,11 @@
 //! One handler per coordinator message: read the clock once, apply the
 //! event to the state, schedule, and finish (hold effects, flush).
 
-use super::job_admin::resolved;
 use super::messages::*;
 use super::stored_reads::Reply;
 use super::Coordinator;
 use crate::actors::outbox::{Delivery, QueryAnswer, QueryResult, Unheld};
+use crate::scheduler::bulk::resolved;
 use crate::scheduler::plan::{as_list_jobs, plan, Plan};
 use crate::scheduler::{CancelRefused, Job, RequeueRefused};
 use actix::{Context, Handler};

@@ -34,16 +34,16 @@
 //! (behind the newest batch sent), so it never overtakes what is durable.
 
 use super::handlers::chunk_response;
-use super::job_admin::resolved;
 use super::Coordinator;
 use crate::actors::outbox::{ClientAnswer, Delivery, Unheld};
 use crate::actors::stored_reads::{
     Found, ReadShares, ReadStoredJobs, StoredJobQuery, StoredReadLink,
 };
+use crate::scheduler::bulk::resolved;
 use crate::scheduler::fair_queue::FairQueue;
 use crate::scheduler::stored_read::StoredRead;
-use crate::scheduler::{Job, PageCursor};
-use crate::store::{PageFilter, Walked};
+use crate::scheduler::Job;
+use crate::store::PageFilter;
 use actix::{ActorFutureExt, AsyncContext, Context, Recipient, WrapFuture};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -235,11 +235,11 @@ impl Coordinator {
     fn client_response(&self, read: StoredRead, found: Found) -> ClientResponse {
         let now = self.now();
         match (read, found) {
-            (StoredRead::Status(job_id), Found::Job(job)) => match self.fresh(job, job_id) {
+            (StoredRead::Status(job_id), Found::Job(job)) => match self.state.fresh(job, job_id) {
                 Some(job) => ClientResponse::Job(Box::new(self.state.view(&job, now))),
                 None => ClientResponse::NotFound { job_id },
             },
-            (StoredRead::Cancel(job_id), Found::Job(job)) => match self.fresh(job, job_id) {
+            (StoredRead::Cancel(job_id), Found::Job(job)) => match self.state.fresh(job, job_id) {
                 Some(job) => ClientResponse::CancelRefused {
                     job_id,
                     state: job.state,
@@ -254,7 +254,7 @@ impl Coordinator {
                 });
                 // A job memory holds is shown as memory has it; one read
                 // without its bytes gets the stored lengths.
-                let (jobs, next) = self.page_of(&filter, jobs, limit, |job| {
+                let (jobs, next) = self.state.page_of(&filter, jobs, limit, |job| {
                     let mut summary = self.state.summary(job, now);
                     if !self.state.holds(job.id) {
                         if let Some(&(payload, result)) = sizes.get(&job.id) {
@@ -278,7 +278,7 @@ impl Coordinator {
                 },
                 Found::Job(job),
             ) => {
-                let job = self.fresh(job, job_id);
+                let job = self.state.fresh(job, job_id);
                 chunk_response(job_id, job.as_ref(), field, offset, max_bytes)
             }
             _ => ClientResponse::Overloaded {
@@ -317,45 +317,5 @@ impl Coordinator {
             filter.finished_by,
             now,
         )
-    }
-
-    /// The job as memory has it if it is there, else as read.
-    fn fresh(&self, read: Option<Box<Job>>, id: JobId) -> Option<Job> {
-        match self.state.job(id) {
-            Some(job) => Some(job.clone()),
-            None => read.map(|job| *job),
-        }
-    }
-
-    /// The stored jobs as clients see them now (each shown by `show`):
-    /// memory's version of each job still held, dropped if it no longer
-    /// matches the filter (or, defensively, if its order key changed: no
-    /// transition changes it today). At most `limit` of them, and the cursor of the
-    /// next page when the read found more, or stopped short of the end
-    /// (its budget ran out: the page may hold fewer than `limit`, even none).
-    fn page_of<T>(
-        &self,
-        filter: &PageFilter,
-        walked: Walked<Job>,
-        limit: usize,
-        show: impl Fn(&Job) -> T,
-    ) -> (Vec<T>, Option<PageCursor>) {
-        let mut jobs = walked.rows;
-        let more = jobs.len() > limit;
-        jobs.truncate(limit);
-        let next = match more {
-            true => jobs.last().map(|job| PageCursor(job.order_key())),
-            false => walked.stopped_at.map(PageCursor),
-        };
-        let shown = jobs
-            .into_iter()
-            .filter_map(|job| match self.state.job(job.id) {
-                Some(held) => (filter.state.is_none_or(|s| held.state == s)
-                    && held.order_key() == job.order_key())
-                .then(|| show(held)),
-                None => Some(show(&job)),
-            })
-            .collect();
-        (shown, next)
     }
 }
