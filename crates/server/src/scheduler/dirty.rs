@@ -112,3 +112,25 @@ impl CoordinatorState {
         }
     }
 }
+
+/// The rows `GroupCommit` stages: the jobs changed since they were last
+/// taken.
+impl crate::scheduler::group_commit::RowSource for CoordinatorState {
+    type Row = JobRow;
+
+    fn dirty_count(&self) -> usize {
+        self.dirty_rows()
+    }
+
+    fn take_dirty(&mut self) -> Vec<JobRow> {
+        CoordinatorState::take_dirty(self)
+    }
+
+    fn job_of(row: &JobRow) -> JobId {
+        row.id
+    }
+
+    fn remark_dirty(&mut self, jobs: Vec<JobId>) {
+        CoordinatorState::remark_dirty(self, jobs)
+    }
+}

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use taskyard_client::clock::{Clock, Now};
-use taskyard_protocol::{CoordinatorToWorker, JobId};
+use taskyard_protocol::CoordinatorToWorker;
 
 pub use crate::scheduler::expiry_run::ExpiryPolicy;
 pub use crate::scheduler::group_commit::{
@@ -93,26 +93,6 @@ pub struct Coordinator {
     /// lease wakes with requests queued ahead of the watchdog's).
     trust: Option<crate::ha::TrustDeadline>,
     log: Logger,
-}
-
-impl RowSource for CoordinatorState {
-    type Row = JobRow;
-
-    fn dirty_count(&self) -> usize {
-        self.dirty_rows()
-    }
-
-    fn take_dirty(&mut self) -> Vec<JobRow> {
-        CoordinatorState::take_dirty(self)
-    }
-
-    fn job_of(row: &JobRow) -> JobId {
-        row.id
-    }
-
-    fn remark_dirty(&mut self, jobs: Vec<JobId>) {
-        CoordinatorState::remark_dirty(self, jobs)
-    }
 }
 
 impl Coordinator {
