@@ -94,6 +94,19 @@ impl<D> DeletionQueue<D> {
         std::mem::take(&mut self.parked)
     }
 
+    /// Deletions out now (sent, or parked). Read-only, for tests that
+    /// check the `max_out` bound.
+    #[cfg(test)]
+    pub(crate) fn out(&self) -> usize {
+        self.out
+    }
+
+    /// Deletions parked until the next `wake`. Read-only, for tests.
+    #[cfg(test)]
+    pub(crate) fn parked(&self) -> usize {
+        self.parked.len()
+    }
+
     /// The coordinator stops: the parked deletions, to answer as failed
     /// (nothing will wake them).
     pub fn give_up_parked(&mut self) -> Vec<D> {

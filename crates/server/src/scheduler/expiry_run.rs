@@ -139,6 +139,15 @@ impl ExpiryRun {
     }
 }
 
+#[cfg(test)]
+impl ExpiryRun {
+    /// True while a `Delete` is out (asked for and not yet `answered`).
+    /// Read-only, for tests that check the one-at-a-time guarantee.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.in_flight
+    }
+}
+
 fn before(now: i64, retention_ms: u64) -> i64 {
     now.saturating_sub(i64::try_from(retention_ms).unwrap_or(i64::MAX))
 }

@@ -8,10 +8,19 @@
 //! and wrong ones), with every invariant checked after every step; and
 //! client requests about any job routed by `plan`, which must send a job
 //! memory holds to the state and one it no longer holds to the database.
+//!
+//! The coordinator actor's pure machines join in (see `machines`): expiry
+//! batches asked for at sweeps and after pauses, client deletions parked
+//! on a busy database and sent again, schedule passes queued by commits
+//! and by the slot timer, with the database's answers (answered, busy,
+//! failed, refused), commits answered apart from being sent, timers
+//! firing as time passes, the actor's mailbox and stops; each machine's
+//! guarantees are checked after every step too.
 
 use super::tests::{echo, stored_rows, w};
 use super::*;
 use crate::scheduler::hash_map::HashMap;
+use machines::{CommitReply, DeletionReply, ExpiryReply, Machines};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use taskyard_client::clock::Now;
@@ -20,6 +29,9 @@ use taskyard_protocol::*;
 const TASK_TYPES: [&str; 2] = ["echo", "custom"];
 const WORKERS: [&str; 3] = ["a", "b", "c"];
 const MAX_RESULT_BYTES: usize = 16;
+
+#[path = "invariant_machines.rs"]
+mod machines;
 
 /// Small limits and short times, so admission refusals, oversized results,
 /// exhausted budgets, dead workers and expired deadlines all happen within
@@ -129,8 +141,13 @@ enum Event {
     StepWall {
         ms: i64,
     },
-    /// Takes the dirty rows as the next batch and commits it.
+    /// Takes the dirty rows as the next batch and sends its commit (none
+    /// while one is out, after a refused one, or with nothing dirty).
     TakeDirty,
+    /// The database answers the commit out, if any.
+    CommitAnswered {
+        reply: CommitReply,
+    },
     /// Evicts the finished jobs beyond the window whose rows are committed.
     Evict,
     /// A new `CoordinatorState` recovered from every job's stored row.
@@ -142,6 +159,40 @@ enum Event {
         job: Index,
         finished_list: bool,
     },
+    /// Time passes without a sweep: the timers due fire.
+    Wait {
+        ms: i64,
+    },
+    /// The database answers the expiry batch out, if any, `took_ms`
+    /// after (time passes meanwhile).
+    ExpiryAnswered {
+        reply: ExpiryReply,
+        took_ms: i64,
+    },
+    /// A client asks to delete a job that may be deleted now (finished,
+    /// stored, not being deleted; any job when none may), or (`None`) one
+    /// memory does not hold; `plan` sends it to the database.
+    Delete {
+        job: Option<Index>,
+    },
+    /// The database answers one deletion sent, if any.
+    DeletionAnswered {
+        which: Index,
+        reply: DeletionReply,
+    },
+    /// The `SchedulePass` in the mailbox, if any, is handled; `left_due`:
+    /// more schedules were due than the pass decides.
+    PassRuns {
+        left_due: bool,
+    },
+    /// A schedule change is stored: the earliest slot is this far from
+    /// now (none: no schedule left).
+    ScheduleStored {
+        due_in_ms: Option<i64>,
+    },
+    /// A graceful stop: the coordinator stops, and restarts once every
+    /// change is durable.
+    Stop,
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -183,6 +234,31 @@ fn event() -> impl Strategy<Value = Event> {
         1 => Just(Event::Restart),
         2 => (any::<Index>(), any::<bool>())
             .prop_map(|(job, finished_list)| Event::Route { job, finished_list }),
+        2 => prop_oneof![
+                8 => Just(CommitReply::Committed),
+                2 => Just(CommitReply::Failed),
+                1 => Just(CommitReply::Refused),
+            ]
+            .prop_map(|reply| Event::CommitAnswered { reply }),
+        2 => (0..3_000i64).prop_map(|ms| Event::Wait { ms }),
+        2 => (prop_oneof![
+                Just(ExpiryReply::Full),
+                Just(ExpiryReply::Partial),
+                Just(ExpiryReply::Busy),
+                Just(ExpiryReply::Failed),
+            ], 0..1_000i64)
+            .prop_map(|(reply, took_ms)| Event::ExpiryAnswered { reply, took_ms }),
+        3 => prop::option::of(any::<Index>()).prop_map(|job| Event::Delete { job }),
+        3 => (any::<Index>(), prop_oneof![
+                Just(DeletionReply::Answered),
+                Just(DeletionReply::Busy),
+                Just(DeletionReply::Failed),
+            ])
+            .prop_map(|(which, reply)| Event::DeletionAnswered { which, reply }),
+        2 => prop::bool::weighted(0.3).prop_map(|left_due| Event::PassRuns { left_due }),
+        1 => prop::option::weighted(0.8, -2_000..70_000i64)
+            .prop_map(|due_in_ms| Event::ScheduleStored { due_in_ms }),
+        1 => Just(Event::Stop),
     ]
 }
 
@@ -197,6 +273,14 @@ struct Harness {
     next_session: u64,
     /// The newest batch committed.
     durable: u64,
+    /// The newest batch sent.
+    sent: u64,
+    /// The batch being committed, with each job as its row has it.
+    commit_out: Option<(u64, Vec<Job>)>,
+    /// The coordinator actor's pure machines.
+    machines: Machines,
+    /// Ids named that were never accepted, so far.
+    unknown_ids: u64,
     /// Each job as its newest committed row has it: what the database
     /// holds, and all that is left of an evicted job.
     stored: HashMap<JobId, Job>,
@@ -212,6 +296,10 @@ impl Harness {
             replaced: [None; WORKERS.len()],
             next_session: 1,
             durable: 0,
+            sent: 0,
+            commit_out: None,
+            machines: Machines::new(),
+            unknown_ids: 0,
             stored: HashMap::default(),
         }
     }
@@ -220,6 +308,15 @@ impl Harness {
     /// events but a requeue).
     fn pick(&self, job: &Index) -> Option<JobId> {
         self.pick_any(job).filter(|id| self.state.holds(*id))
+    }
+
+    /// One job that may be deleted now, or any accepted job if none may.
+    fn pick_deletable(&self, job: &Index) -> Option<JobId> {
+        let deletable = self.state.deletable(&self.jobs).0;
+        match deletable.is_empty() {
+            true => self.pick_any(job),
+            false => Some(deletable[job.index(deletable.len())]),
+        }
     }
 
     fn pick_any(&self, job: &Index) -> Option<JobId> {
@@ -285,19 +382,80 @@ impl Harness {
                 );
             }
             Event::Sweep { advance_ms } => {
-                self.now = self.now.plus(*advance_ms);
-                self.state.sweep(self.now);
+                self.advance(*advance_ms)?;
+                // A stopping coordinator's sweep does nothing.
+                if !self.machines.is_stopping() {
+                    let more = self.state.sweep(self.now);
+                    let settled = self.settled();
+                    self.machines.swept(more, settled, self.now)?;
+                }
             }
             Event::StepWall { ms } => {
                 self.now.wall_ms += ms;
             }
             Event::TakeDirty => self.take_dirty()?,
+            Event::CommitAnswered { reply } => self.commit_answered(*reply)?,
             Event::Evict => self.evict()?,
             Event::Restart => self.restart()?,
             Event::Route { job, finished_list } => self.route(job, *finished_list)?,
+            Event::Wait { ms } => self.advance(*ms)?,
+            Event::ExpiryAnswered { reply, took_ms } => {
+                self.advance(*took_ms)?;
+                self.machines.expiry_answered(*reply, self.now)?;
+            }
+            Event::Delete { job } => {
+                let id = match job {
+                    Some(job) => self.pick_deletable(job),
+                    None => {
+                        self.unknown_ids += 1;
+                        Some(JobId(uuid::Uuid::from_u128(u128::from(self.unknown_ids))))
+                    }
+                };
+                if let Some(id) = id {
+                    self.machines.delete(&mut self.state, &[id])?;
+                }
+            }
+            Event::DeletionAnswered { which, reply } => {
+                self.machines
+                    .deletion_answered(which, *reply, &mut self.state)?;
+            }
+            Event::PassRuns { left_due } => {
+                let settled = |s: &CoordinatorState| self.commit_out.is_none() && !s.has_dirty();
+                self.machines
+                    .pass_runs(&mut self.state, *left_due, settled, now)?;
+            }
+            Event::ScheduleStored { due_in_ms } => {
+                let due = due_in_ms.map(|ms| now.wall_ms + ms);
+                self.machines.schedule_stored(due, now)?;
+            }
+            Event::Stop => {
+                if !self.machines.is_stopping() {
+                    self.machines.stop(&mut self.state)?;
+                }
+            }
         }
         self.state.take_effects();
+        // A stop ends once every change is durable; the process starts
+        // again.
+        if self.machines.is_stopping() && !self.machines.is_abandoned() && self.settled() {
+            self.restart()?;
+        }
         Ok(())
+    }
+
+    /// Nothing waits for a commit: none out, nothing dirty.
+    fn settled(&self) -> bool {
+        self.commit_out.is_none() && !self.state.has_dirty()
+    }
+
+    /// Time passes: the timers due fire. An abandoned coordinator's
+    /// process has exited meanwhile, and starts again.
+    fn advance(&mut self, ms: i64) -> Result<(), TestCaseError> {
+        self.now = self.now.plus(ms);
+        if self.machines.is_abandoned() {
+            return self.restart();
+        }
+        self.machines.tick(self.now)
     }
 
     /// `plan` sends requests about a job memory holds to the state, about
@@ -562,20 +720,23 @@ impl Harness {
         Ok(())
     }
 
-    /// Takes a batch and commits it: every row names an accepted job and
-    /// carries the job's last attempt; nothing is left dirty.
+    /// Takes a batch and sends its commit: every row names an accepted
+    /// job and carries the job's last attempt; nothing is left dirty.
+    /// As `GroupCommit` does: one commit out at a time, none with nothing
+    /// to commit, none after a refused one.
     fn take_dirty(&mut self) -> Result<(), TestCaseError> {
-        let batch = self.durable + 1;
+        if self.commit_out.is_some() || self.machines.is_abandoned() || !self.state.has_dirty() {
+            return Ok(());
+        }
+        let batch = self.sent + 1;
         self.state.seal_finished(batch);
+        let mut rows = Vec::new();
         for row in self.state.take_dirty() {
             if let Some(job) = self.state.job(row.id) {
-                self.stored.insert(
-                    row.id,
-                    Job {
-                        progress: None,
-                        ..job.clone()
-                    },
-                );
+                rows.push(Job {
+                    progress: None,
+                    ..job.clone()
+                });
             }
             let job = self.state.job(row.id);
             prop_assert!(job.is_some(), "row for unknown job {}", row.id);
@@ -588,13 +749,44 @@ impl Harness {
             );
         }
         prop_assert!(!self.state.has_dirty());
-        self.durable = batch;
-        Ok(())
+        self.sent = batch;
+        self.commit_out = Some((batch, rows));
+        self.machines.commit_sent(self.now)
+    }
+
+    /// The database answers the commit out: committed, its rows are what
+    /// the database holds; failed or refused, they are dirty again.
+    fn commit_answered(&mut self, reply: CommitReply) -> Result<(), TestCaseError> {
+        let Some((batch, rows)) = self.commit_out.take() else {
+            return Ok(());
+        };
+        match reply {
+            CommitReply::Committed => {
+                for job in rows {
+                    self.stored.insert(job.id, job);
+                }
+                self.durable = batch;
+            }
+            CommitReply::Failed | CommitReply::Refused => {
+                self.state.remark_dirty(rows.into_iter().map(|job| job.id));
+            }
+        }
+        let settled = self.settled();
+        self.machines
+            .commit_answered(reply, settled, &mut self.state, self.now)
     }
 
     /// Restarts from every job's row as the database returns it (progress
     /// is never stored), evicted ones included; workers must register again.
+    /// The old process stopped first (giving up its parked deletions);
+    /// whatever it had out (commit, expiry batch, deletions, timers,
+    /// queued passes) ends with it, and the machines start anew.
     fn restart(&mut self) -> Result<(), TestCaseError> {
+        if !self.machines.is_stopping() {
+            self.machines.stop(&mut self.state)?;
+        }
+        self.machines = Machines::new();
+        self.commit_out = None;
         let mut rows = stored_rows(&self.state);
         let evicted = self.jobs.iter().filter(|id| !self.state.holds(**id));
         rows.extend(evicted.filter_map(|id| self.stored.get(id).cloned()));
@@ -620,8 +812,13 @@ proptest! {
     ) {
         let mut harness = Harness::new();
         for (step, event) in events.iter().enumerate() {
-            harness.apply(event)?;
-            if let Err(broken) = harness.state.check_invariants() {
+            harness.apply(event).map_err(|failed| {
+                TestCaseError::fail(format!("at step {step} ({event:?}): {failed}"))
+            })?;
+            let checked = harness.state.check_invariants().and_then(|()| {
+                harness.machines.check(&harness.state, harness.settled())
+            });
+            if let Err(broken) = checked {
                 return Err(TestCaseError::fail(format!(
                     "after step {step} ({event:?}): {broken}"
                 )));

@@ -100,6 +100,26 @@ impl SchedulePasses {
         commands
     }
 
+    /// The slot (wall ms) the armed timer is for, if one is armed.
+    /// Read-only, for tests.
+    #[cfg(test)]
+    pub(crate) fn armed_for(&self) -> Option<i64> {
+        self.armed_for
+    }
+
+    /// True while a queued pass has not started. Read-only, for tests.
+    #[cfg(test)]
+    pub(crate) fn is_queued(&self) -> bool {
+        self.queued
+    }
+
+    /// True while a pass waits for the next commit sent. Read-only, for
+    /// tests.
+    #[cfg(test)]
+    pub(crate) fn wants_pass_after_commit(&self) -> bool {
+        self.after_commit
+    }
+
     fn queue(&mut self) -> Option<PassCommand> {
         (!std::mem::replace(&mut self.queued, true)).then_some(PassCommand::QueuePass)
     }
