@@ -22,7 +22,7 @@ fn with_worker(clock: &ManualClock) -> CoordinatorState {
 /// Submits a job, runs it on `a`; returns its id and lease.
 fn running(s: &mut CoordinatorState, clock: &ManualClock) -> (JobId, LeaseId) {
     let job = accepted(s.submit(echo("x"), clock.now()));
-    s.schedule(clock.now());
+    s.assign_queued(clock.now());
     let (_, id, lease) = assignments(&s.take_effects())[0];
     assert_eq!(id, job);
     (job, lease)
@@ -296,7 +296,7 @@ fn submissions_after_the_wall_clock_went_back_keep_fifo_order() {
     s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], clock.now());
     let picked = assigned_ids(&mut s);
     assert!(picked.is_empty(), "registering schedules nothing by itself");
-    s.schedule(clock.now());
+    s.assign_queued(clock.now());
     let picked = assigned_ids(&mut s);
     assert_eq!(picked, [first], "the older job runs first");
     consistent(&s);

@@ -91,7 +91,7 @@ enum Event {
         max_attempts: Option<u32>,
         idempotency_key: Option<u8>,
     },
-    Schedule,
+    AssignQueued,
     /// Registers `worker` under a fresh session, replacing any current one.
     Register {
         worker: usize,
@@ -203,7 +203,7 @@ fn event() -> impl Strategy<Value = Event> {
             .prop_map(|(task, level, delay_ms, max_attempts, idempotency_key)| Event::Submit {
                 task, level, delay_ms, max_attempts, idempotency_key,
             }),
-        3 => Just(Event::Schedule),
+        3 => Just(Event::AssignQueued),
         2 => (worker.clone(), 0..4u32, 1..4usize, prop_oneof![
                 Just(Claims::Nothing), Just(Claims::Held), Just(Claims::HeldAndWrong),
             ])
@@ -338,7 +338,7 @@ impl Harness {
         let now = self.now;
         match event {
             Event::Submit { .. } => self.submit(event),
-            Event::Schedule => self.state.schedule(now),
+            Event::AssignQueued => self.state.assign_queued(now),
             Event::Register {
                 worker,
                 capacity,

@@ -216,7 +216,7 @@ impl CoordinatorState {
     /// free slot for each, until no queued job has such a worker. A refused
     /// assignment (a bug, logged) ends the pass: the job it refused stays
     /// at the head of its queue, and the loop must not pick it forever.
-    pub fn schedule(&mut self, now: Now) {
+    pub fn assign_queued(&mut self, now: Now) {
         loop {
             let workers = &self.workers;
             let best = self

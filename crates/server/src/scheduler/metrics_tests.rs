@@ -23,7 +23,7 @@ fn close(actual: f64, expected: f64) -> bool {
 
 fn register(s: &mut CoordinatorState, clock: &ManualClock) {
     s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], clock.now());
-    s.schedule(clock.now());
+    s.assign_queued(clock.now());
 }
 
 #[test]
@@ -58,7 +58,7 @@ fn a_requeued_job_waits_from_its_requeue_and_attempts_run_to_the_microsecond() {
     };
     let job = accepted(s.submit(req, clock.now()));
     clock.advance_micros(300);
-    s.schedule(clock.now());
+    s.assign_queued(clock.now());
     let (_, _, lease) = assignments(&s.take_effects())[0];
     clock.advance_micros(1234);
     let failed = TaskOutcome::Failed {
@@ -71,7 +71,7 @@ fn a_requeued_job_waits_from_its_requeue_and_attempts_run_to_the_microsecond() {
     clock.advance(60_000);
     s.requeue(job, clock.now()).expect("requeued");
     clock.advance_micros(700);
-    s.schedule(clock.now());
+    s.assign_queued(clock.now());
     assert_eq!(assignments(&s.take_effects()).len(), 1);
     let c = counters(&s, "echo");
     assert_eq!((c.submitted, c.failed), (1, 1));

@@ -67,7 +67,7 @@ fn worker(s: &mut CoordinatorState, name: &str, capacity: u32, types: &[&str], n
 /// Runs one scheduling pass and returns the TaskAssign frames it produced.
 fn pass(s: &mut CoordinatorState, now: i64) -> Vec<(SessionId, JobId, LeaseId)> {
     s.take_effects();
-    s.schedule(Now::both(now));
+    s.assign_queued(Now::both(now));
     consistent(s);
     assignments(s.take_effects())
 }

@@ -12,7 +12,7 @@ fn job_running_on_a() -> (CoordinatorState, JobId, LeaseId) {
     s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
     s.register_worker(w("b"), SessionId(2), 1, vec!["echo".into()], Now::both(0));
     let job = accepted(s.submit(echo("x"), Now::both(0)));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     let assigned = assignments(&s.take_effects());
     assert_eq!(assigned.len(), 1);
     assert_eq!(assigned[0].0, SessionId(1), "assigned to a");

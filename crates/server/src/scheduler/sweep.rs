@@ -28,7 +28,7 @@ impl CoordinatorState {
     /// scheduling. True when another pass is worth running at once.
     pub fn schedule_pass(&mut self, now: Now) -> bool {
         let more = self.fire_due_schedules(now);
-        self.schedule(now);
+        self.assign_queued(now);
         more
     }
 

@@ -79,7 +79,7 @@ fn submit_assign_result_succeeds() {
     assert!(s.has_dirty());
     consistent(&s);
     s.take_effects();
-    s.schedule(Now::both(10));
+    s.assign_queued(Now::both(10));
     consistent(&s);
     let assigned = assignments(&s.take_effects());
     assert_eq!(assigned.len(), 1);
@@ -113,7 +113,7 @@ fn fifo_by_sequence_to_the_least_loaded_worker() {
         .map(|i| accepted(s.submit(echo(&i.to_string()), Now::both(5))))
         .collect();
     s.take_effects();
-    s.schedule(Now::both(5));
+    s.assign_queued(Now::both(5));
     consistent(&s);
     let assigned = assignments(&s.take_effects());
     let order: Vec<(SessionId, JobId)> = assigned.iter().map(|a| (a.0, a.1)).collect();
@@ -233,7 +233,7 @@ fn stale_results_are_dropped_and_change_nothing() {
     let mut s = state();
     s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
     let job = accepted(s.submit(echo("x"), Now::both(0)));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     s.take_effects();
     s.take_dirty();
     let wrong = LeaseId::new_random();
@@ -268,7 +268,7 @@ fn silent_worker_is_dead_after_the_timeout_and_not_before() {
     let mut s = state();
     s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
     let job = accepted(s.submit(echo("x"), Now::both(0)));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     s.take_effects();
     s.sweep(Now::both(6000));
     assert_eq!(
@@ -308,7 +308,7 @@ fn expired_deadline_cancels_on_the_worker_and_retries() {
         },
         Now::both(0),
     ));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     let (_, _, lease) = assignments(&s.take_effects())[0];
     s.sweep(Now::both(500));
     assert!(assignments(&s.take_effects()).is_empty());
@@ -363,7 +363,7 @@ fn rows_at_a_crash() -> (Vec<Job>, [JobId; 3]) {
         Now::both(0),
     ));
     let queued = accepted(s.submit(echo("3"), Now::both(0)));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     let mut rows: Vec<Job> = [first, last]
         .iter()
         .filter_map(|id| s.job(*id).cloned())
@@ -468,7 +468,7 @@ fn a_claimed_attempt_is_re_attached_and_its_result_applied() {
         }],
         "no cancel for a matching claim, listed twice or not"
     );
-    recovered.schedule(Now::both(200));
+    recovered.assign_queued(Now::both(200));
     assert!(
         assignments(&recovered.take_effects()).is_empty(),
         "the re-attached attempt takes the worker's only slot"
@@ -574,7 +574,7 @@ fn a_worker_registering_again_keeps_the_attempts_it_lists() {
     s.register_worker(w("a"), SessionId(1), 2, vec!["echo".into()], Now::both(0));
     let kept = accepted(s.submit(echo("kept"), Now::both(0)));
     let dropped = accepted(s.submit(echo("dropped"), Now::both(0)));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     s.take_effects();
     let lease = lease_of(&s, kept);
     let claim = vec![RunningAttempt {
@@ -665,7 +665,7 @@ fn recovery_keeps_retry_wait_and_terminal_rows_as_they_are() {
     s.register_worker(w("a"), SessionId(1), 4, vec!["echo".into()], Now::both(0));
     let waiting = accepted(s.submit(echo("retry"), Now::both(0)));
     let done = accepted(s.submit(echo("done"), Now::both(0)));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     let leases: Vec<(JobId, LeaseId)> = assignments(&s.take_effects())
         .into_iter()
         .map(|(_, job, lease)| (job, lease))
@@ -728,7 +728,7 @@ fn a_delayed_job_waits_for_its_time_also_after_recovery() {
         ..echo("later")
     };
     let job = accepted(s.submit(delayed, Now::both(0)));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     consistent(&s);
     assert!(assignments(&s.take_effects()).is_empty());
     let rows = stored_rows(&s);
@@ -758,7 +758,7 @@ fn cancel_and_requeue_keep_the_admission_count_and_indexes_right() {
     s.register_worker(w("a"), SessionId(1), 1, vec!["echo".into()], Now::both(0));
     let running = accepted(s.submit(echo("run"), Now::both(0)));
     let queued = accepted(s.submit(echo("wait"), Now::both(0)));
-    s.schedule(Now::both(0));
+    s.assign_queued(Now::both(0));
     s.take_effects();
     assert_eq!(s.cancel(queued, Now::both(1)), Ok(()));
     assert_eq!(s.cancel(running, Now::both(1)), Ok(()));
@@ -771,7 +771,7 @@ fn cancel_and_requeue_keep_the_admission_count_and_indexes_right() {
     assert_eq!(s.requeue(running, Now::both(3)), Ok(()));
     consistent(&s);
     assert_eq!(s.active_jobs(), 1);
-    s.schedule(Now::both(3));
+    s.assign_queued(Now::both(3));
     let assigned: Vec<JobId> = assignments(&s.take_effects()).iter().map(|a| a.1).collect();
     assert_eq!(
         assigned,
@@ -834,7 +834,7 @@ fn a_retry_of_every_failed_job_requeues_at_most_its_limit_oldest_first() {
             accepted(s.submit(req, Now::both(i)))
         })
         .collect();
-    s.schedule(Now::both(3));
+    s.assign_queued(Now::both(3));
     for (_, job, lease) in assignments(&s.take_effects()) {
         s.task_result(
             &w("a"),

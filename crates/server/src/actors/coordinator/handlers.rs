@@ -34,7 +34,7 @@ impl Handler<RegisterWorker> for Coordinator {
             m.running,
             now,
         );
-        self.state.schedule(now);
+        self.state.assign_queued(now);
         self.finish(None, ctx);
     }
 }
@@ -66,7 +66,7 @@ impl Handler<WorkerTaskResult> for Coordinator {
         let _ = self
             .state
             .task_result(&m.worker_id, m.job_id, m.lease, m.outcome, now);
-        self.state.schedule(now);
+        self.state.assign_queued(now);
         self.finish(None, ctx);
     }
 }
@@ -110,7 +110,7 @@ impl Handler<WorkerDisconnected> for Coordinator {
         let now = self.now();
         self.state
             .worker_lost(&m.worker_id, m.session, &m.reason, now);
-        self.state.schedule(now);
+        self.state.assign_queued(now);
         self.finish(None, ctx);
     }
 }
@@ -214,7 +214,7 @@ impl Coordinator {
         match request {
             ClientRequest::Submit(req) => {
                 let answer = self.state.submit(req, now);
-                self.state.schedule(now);
+                self.state.assign_queued(now);
                 ClientResponse::Submitted(answer)
             }
             ClientRequest::SubmitBatch(reqs) => {
@@ -272,7 +272,7 @@ impl Coordinator {
         match self.state.cancel(job_id, now) {
             Ok(()) => {
                 // A cancelled RUNNING job freed a slot.
-                self.state.schedule(now);
+                self.state.assign_queued(now);
                 self.job_response(job_id, now)
             }
             Err(CancelRefused::NotFound) => ClientResponse::NotFound { job_id },
@@ -295,14 +295,14 @@ impl Coordinator {
         let (job_ids, refused) =
             self.state
                 .requeue_finished(state, task_type, failed_before, MAX_REQUEUE_JOBS, now);
-        self.state.schedule(now);
+        self.state.assign_queued(now);
         ClientResponse::Requeued { job_ids, refused }
     }
 
     pub(super) fn requeue(&mut self, job_id: JobId, now: Now) -> ClientResponse {
         let reason = match self.state.requeue(job_id, now) {
             Ok(()) => {
-                self.state.schedule(now);
+                self.state.assign_queued(now);
                 return ClientResponse::Requeued {
                     job_ids: vec![job_id],
                     refused: None,
@@ -334,7 +334,7 @@ impl Coordinator {
             .into_iter()
             .map(|r| self.state.submit(r, now))
             .collect();
-        self.state.schedule(now);
+        self.state.assign_queued(now);
         answers
     }
 }

@@ -45,7 +45,7 @@ impl Coordinator {
                 Err(refused) => answer.refused.push(requeue_refusal(id, refused)),
             }
         }
-        self.state.schedule(now);
+        self.state.assign_queued(now);
         answer
     }
 

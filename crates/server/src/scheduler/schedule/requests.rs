@@ -55,7 +55,7 @@ impl CoordinatorState {
                     Ok(answer) => ClientResponse::Submitted(answer),
                     Err(e) => refused(e),
                 };
-                state.schedule(now);
+                state.assign_queued(now);
                 return Ok(ScheduleStep::Answer(answer));
             }
             other => return Err(Box::new(other)),
