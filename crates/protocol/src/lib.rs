@@ -5,6 +5,7 @@ pub mod addresses;
 pub mod byte_fields;
 pub mod cursor;
 pub mod fit;
+pub mod flow;
 pub mod frame;
 pub mod hello;
 pub mod id_prefix;

@@ -3,6 +3,7 @@
 
 pub mod bulk;
 pub mod claims;
+pub mod concurrency_gate;
 pub mod control;
 pub mod counts;
 pub mod deletion;
