@@ -30,6 +30,7 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/guide/README.md")]
 #[doc = include_str!("../docs/guide/cli.md")]
 #[doc = include_str!("../docs/guide/configuration.md")]
+#[doc = include_str!("../docs/guide/flow-control.md")]
 #[doc = include_str!("../docs/guide/high-availability.md")]
 #[doc = include_str!("../docs/guide/http-and-metrics.md")]
 #[doc = include_str!("../docs/guide/jobs.md")]

@@ -48,6 +48,7 @@ fn submit() -> SubmitRequest {
         timeout_ms: Some(60_000),
         idempotency_key: Some("order-42".into()),
         delay_ms: Some(1_500),
+        concurrency_key: None,
     }
 }
 
@@ -124,6 +125,8 @@ fn job_view() -> JobView {
         schedule: Some("resize-nightly".into()),
         schedule_slot: Some(AT),
         key_omitted: false,
+        waiting: None,
+        concurrency_key: None,
     }
 }
 

@@ -54,6 +54,7 @@ const PAGES: &[(&str, &str)] = &[
     page!("README.md"),
     page!("cli.md"),
     page!("configuration.md"),
+    page!("flow-control.md"),
     page!("high-availability.md"),
     page!("http-and-metrics.md"),
     page!("jobs.md"),
@@ -358,8 +359,7 @@ fn toml_blocks_load_with_the_real_config_loaders() {
         let path = site.dir().join(name.as_deref().unwrap_or("?"));
         let loaded = match name.as_deref() {
             Some("coordinator.toml") => {
-                taskyard::config::load(Some(&path), taskyard::config::CoordinatorOptions::default())
-                    .map(|_| ())
+                taskyard::process::load_config(Some(&path), Default::default()).map(|_| ())
             }
             Some("worker.toml") => {
                 taskyard::config::load(Some(&path), taskyard::worker::WorkerOptions::default())

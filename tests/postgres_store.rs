@@ -143,6 +143,7 @@ fn a_lost_connection_is_opened_again_by_the_next_write() {
             finished_at: None,
             history: Vec::new(),
             progress: None,
+            concurrency_key: None,
         };
         job.updated_at = 2;
         JobRow::whole(&job)

@@ -38,6 +38,7 @@ fn new_job(sequence: u64) -> Job {
         finished_at: None,
         history: Vec::new(),
         progress: None,
+        concurrency_key: None,
     }
 }
 

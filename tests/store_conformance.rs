@@ -176,6 +176,7 @@ fn job(sequence: u64, state: JobState) -> Job {
             outcome: None,
         }],
         progress: None,
+        concurrency_key: None,
     };
     match state {
         JobState::Running => {}

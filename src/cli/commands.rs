@@ -58,6 +58,7 @@ pub fn submit_request(args: &SubmitArgs, now: i64) -> Result<SubmitRequest, CliE
         max_attempts: args.max_attempts,
         timeout_ms: args.timeout_ms(),
         idempotency_key: args.idempotency_key.clone(),
+        concurrency_key: args.concurrency_key.clone(),
         delay_ms,
     })
 }

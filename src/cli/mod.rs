@@ -211,6 +211,11 @@ pub struct SubmitArgs {
     /// instead of creating a second job (also after a coordinator restart).
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    /// At most the limit set on this key (`[[limit]]` in the coordinator's
+    /// config, exact or by a `prefix*` pattern) of the jobs carrying it run
+    /// at once; at most 256 bytes.
+    #[arg(long, value_name = "KEY", value_parser = concurrency_key)]
+    pub concurrency_key: Option<String>,
     /// Do not run before this long from now: 1500ms, 30s, 5m, 2h, 1d (at most 366d).
     #[arg(long, value_name = "DURATION", conflicts_with = "at",
           value_parser = time::duration_within(limits::DELAY_MS, 1000))]
@@ -402,6 +407,13 @@ fn dispatch(ctx: &Context, command: Command) -> Result<Exit, CliError> {
 
 fn parse_json(text: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))
+}
+
+/// `--concurrency-key`: a key `flow::validate_key` accepts.
+fn concurrency_key(text: &str) -> Result<String, String> {
+    crate::protocol::flow::validate_key("--concurrency-key", text)
+        .map(|()| text.to_string())
+        .map_err(|e| e.reason)
 }
 
 #[cfg(test)]

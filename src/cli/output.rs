@@ -123,6 +123,12 @@ pub fn job_details(job: &JobView) -> String {
     if let Some(schedule) = &job.schedule {
         lines.push(("schedule", schedule_text(schedule, job.schedule_slot)));
     }
+    if let Some(key) = &job.concurrency_key {
+        lines.push(("concurrency key", key.clone()));
+    }
+    if let Some(reason) = &job.waiting {
+        lines.push(("waiting", reason.clone()));
+    }
     lines.extend([
         ("attempts", format!("{}/{}", job.attempts, job.max_attempts)),
         ("worker", or_dash(job.worker_id.as_ref())),
@@ -495,6 +501,8 @@ mod tests {
             schedule: None,
             schedule_slot: None,
             key_omitted: false,
+            waiting: None,
+            concurrency_key: None,
         }
     }
 

@@ -237,3 +237,23 @@ def test_tls_with_a_ca_made_here(procs: Processes, tmp_path: Path) -> None:
     other_ca, _, _ = make_ca(tmp_path / "other")
     with pytest.raises(ProtocolMismatch):
         Client(c.client, tls_ca=str(other_ca))
+
+
+def test_a_concurrency_key_holds_jobs_of_a_full_key_and_says_why(procs: Processes) -> None:
+    coordinator = procs.coordinator("--limit", '{pattern = "acct:*", max-running = 1}')
+    procs.rust_worker(coordinator, "--capacity", "4")
+    with coordinator.client_for() as client:
+        first = client.submit("sleep", {"millis": 60_000}, concurrency_key="acct:1")
+        second = client.submit("sleep", {"millis": 1}, concurrency_key="acct:1")
+        other = client.submit("sleep", {"millis": 1}, concurrency_key="acct:2")
+        client.wait(other, timeout=30)
+        wait_until("the first job runs", lambda: client.status(first).state == "RUNNING", 30)
+        held = client.status(second)
+        assert held.state == "QUEUED"
+        assert held.concurrency_key == "acct:1"
+        assert held.waiting == "waiting for concurrency key acct:1: 1/1 running"
+        assert client.cancel(first) is True
+        assert client.wait(second, timeout=30).state == "SUCCEEDED"
+        with pytest.raises(Rejected) as refused:
+            client.submit("echo", {"message": "x"}, concurrency_key="k" * 257)
+        assert "concurrency_key" in str(refused.value)

@@ -126,6 +126,7 @@ fn row(plan: &SeedPlan, sequence: u64, payload: &Arc<[u8]>, result: &Arc<[u8]>) 
         timeout_ms: 60_000,
         idempotency_key: plan.keyed.then(|| format!("seed-{sequence}")),
         changed_attempts: if finished { vec![attempt] } else { Vec::new() },
+        concurrency_key: None,
     }
 }
 

@@ -162,10 +162,17 @@ fn fit_view(mut view: JobView, budget: usize) -> Result<JobView, usize> {
         }
         size = encoded_len(&view);
     }
-    if size > budget && view.idempotency_key.is_some() {
-        // Last of all: where the job came from (a 256-byte key does not fit
-        // a 1 KiB frame beside every other field at its longest).
+    if size > budget
+        && (view.idempotency_key.is_some()
+            || view.concurrency_key.is_some()
+            || view.waiting.is_some())
+    {
+        // Last of all: where the job came from and its keys (a 256-byte
+        // key does not fit a 1 KiB frame beside every other field at its
+        // longest).
         view.idempotency_key = None;
+        view.concurrency_key = None;
+        view.waiting = None;
         view.schedule = None;
         view.schedule_slot = None;
         view.key_omitted = true;
@@ -273,6 +280,11 @@ mod tests {
             schedule: Some("s".repeat(64)),
             schedule_slot: Some(i64::MIN),
             key_omitted: false,
+            waiting: Some(format!(
+                "waiting for concurrency key {}: 9/9 running",
+                "c".repeat(256)
+            )),
+            concurrency_key: Some("c".repeat(256)),
         }
     }
 

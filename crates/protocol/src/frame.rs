@@ -202,6 +202,7 @@ mod tests {
             timeout_ms: None,
             idempotency_key: Some("order-42".into()),
             delay_ms: Some(30_000),
+            concurrency_key: Some("stripe:acct_42".into()),
         }
     }
 
@@ -258,6 +259,8 @@ mod tests {
             schedule: Some("nightly".into()),
             schedule_slot: Some(1_764_900_000_000),
             key_omitted: false,
+            waiting: None,
+            concurrency_key: None,
         }
     }
 

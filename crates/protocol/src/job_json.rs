@@ -97,6 +97,13 @@ pub struct JobJson {
     pub schedule_slot: Option<i64>,
     /// Always false over HTTP.
     pub key_omitted: bool,
+    /// The concurrency key the job was submitted with.
+    #[schema(required = true)]
+    pub concurrency_key: Option<String>,
+    /// Why a ready QUEUED job does not start ("waiting for concurrency key
+    /// K: 2/2 running"); null otherwise.
+    #[schema(required = true)]
+    pub waiting: Option<String>,
 }
 
 impl JobJson {
@@ -145,6 +152,8 @@ impl JobJson {
             schedule: job.schedule.clone(),
             schedule_slot: job.schedule_slot,
             key_omitted: job.key_omitted,
+            concurrency_key: job.concurrency_key.clone(),
+            waiting: job.waiting.clone(),
         }
     }
 

@@ -178,6 +178,11 @@ pub struct SubmitRequest {
     /// Not to run before this many milliseconds after admission.
     #[serde(default)]
     pub delay_ms: Option<u64>,
+    /// At most the limit set on this key (or a pattern matching it) of the
+    /// jobs carrying it run at once (`flow::LimitSpec`); unlimited without
+    /// a limit. At most `flow::MAX_FLOW_KEY_BYTES` bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
 }
 
 impl SubmitRequest {
@@ -191,6 +196,7 @@ impl SubmitRequest {
             timeout_ms: None,
             idempotency_key: None,
             delay_ms: None,
+            concurrency_key: None,
         }
     }
 }

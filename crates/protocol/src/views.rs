@@ -219,6 +219,14 @@ pub struct JobView {
     /// other field at its longest); absent from the frame when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub key_omitted: bool,
+    /// The concurrency key the job was submitted with, if any; left out
+    /// with the idempotency key when the frame is too small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
+    /// Why a QUEUED job does not start though it is ready ("waiting for
+    /// concurrency key K: 2/2 running"); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 fn is_false(value: &bool) -> bool {

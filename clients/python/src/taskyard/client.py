@@ -81,6 +81,7 @@ class Submission:
     delay: float | _dt.timedelta | None = None
     at: float | _dt.datetime | None = None
     idempotency_key: str | None = None
+    concurrency_key: str | None = None
 
 
 def encode_payload(payload: Any) -> bytes:
@@ -121,6 +122,7 @@ def _submission(s: Submission) -> dict[str, Any]:
         s.timeout_ms,
         s.idempotency_key,
         _delay_ms(s.delay, s.at),
+        s.concurrency_key,
     )
 
 
@@ -277,6 +279,7 @@ class Client:
         delay: float | _dt.timedelta | None = None,
         at: float | _dt.datetime | None = None,
         idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> str:
         """Submits one job and returns its id once it is durable.
 
@@ -284,10 +287,20 @@ class Client:
         numbers). ``delay`` (seconds or a ``timedelta``) or ``at`` (a
         timezone-aware ``datetime`` or unix seconds) hold the job back.
         With ``idempotency_key`` a repeat returns the first job's id, and
-        the submission is sent again if the connection is lost. Raises
-        ``Rejected`` (with ``field``) when the coordinator refuses it."""
+        the submission is sent again if the connection is lost. With
+        ``concurrency_key`` at most the limit set on the key (``[[limit]]``
+        in the coordinator's config) of the jobs carrying it run at once.
+        Raises ``Rejected`` (with ``field``) when the coordinator refuses it."""
         s = Submission(
-            task_type, payload, priority, max_attempts, timeout_ms, delay, at, idempotency_key
+            task_type,
+            payload,
+            priority,
+            max_attempts,
+            timeout_ms,
+            delay,
+            at,
+            idempotency_key,
+            concurrency_key,
         )
         kind, detail = self._call(
             {"Submit": _submission(s)}, repeatable=idempotency_key is not None

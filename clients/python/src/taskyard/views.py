@@ -83,6 +83,8 @@ class JobView:
     names the schedule that submitted it (read off that key) and
     ``schedule_slot`` its slot, ``None`` for a manual trigger;
     ``key_omitted`` says the three were left out to fit the smallest frames.
+    ``concurrency_key`` is the job's concurrency key; ``waiting`` says why a
+    ready ``QUEUED`` job does not start (its key's limit is reached).
     ``effective_level`` is the base level raised by aging only while the job
     is ``QUEUED``; in any other state it is the base level."""
 
@@ -116,6 +118,8 @@ class JobView:
     schedule: str | None = None
     schedule_slot: int | None = None
     key_omitted: bool = False
+    concurrency_key: str | None = None
+    waiting: str | None = None
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> JobView:
@@ -143,6 +147,8 @@ class JobView:
             history_omitted=d.get("history_omitted", 0),
             idempotency_key=d.get("idempotency_key"),
             key_omitted=bool(d.get("key_omitted", False)),
+            concurrency_key=d.get("concurrency_key"),
+            waiting=d.get("waiting"),
         )
 
     @property

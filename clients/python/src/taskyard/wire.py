@@ -196,9 +196,10 @@ def submission(
     timeout_ms: int | None = None,
     idempotency_key: str | None = None,
     delay_ms: int | None = None,
+    concurrency_key: str | None = None,
 ) -> dict[str, Any]:
     """One ``SubmitRequest``; ``payload`` is already MessagePack."""
-    return {
+    request: dict[str, Any] = {
         "task_type": task_type,
         "payload": payload,
         "priority": priority,
@@ -207,6 +208,9 @@ def submission(
         "idempotency_key": idempotency_key,
         "delay_ms": delay_ms,
     }
+    if concurrency_key is not None:
+        request["concurrency_key"] = concurrency_key
+    return request
 
 
 def array_of_packed(items: list[bytes]) -> bytes:

@@ -172,6 +172,14 @@ taskyard_client::config_struct! {
         /// the file's list.
         #[arg(value_name = "TOML-TABLE")]
         schedule: Vec<crate::config::schedule::DeclaredSchedule> = Vec::new(),
+        /// Concurrency limits (`[[limit]]` tables: `pattern`, an exact
+        /// concurrency key or a `prefix*`, and `max-running`): at most that
+        /// many jobs of each matching key run at once; the exact pattern,
+        /// else the longest prefix, applies. As a flag, one inline table per
+        /// use: `--limit '{pattern = "stripe:*", max-running = 5}'`; flags
+        /// replace the file's list.
+        #[arg(value_name = "TOML-TABLE")]
+        limit: Vec<crate::config::limit::DeclaredLimit> = Vec::new(),
         /// High availability (`store = "postgres"`): how long an acquired
         /// or renewed leader lease lasts on the database's clock. The
         /// leader renews every third of it and trusts it for four fifths;
@@ -201,6 +209,39 @@ impl CoordinatorConfig {
             .iter()
             .filter_map(|s| s.to_spec().ok())
             .collect()
+    }
+
+    /// The concurrency limits declared, each checked; the error's key is
+    /// `limit.PATTERN.FIELD`.
+    pub fn concurrency_limits(
+        &self,
+    ) -> Result<Vec<(taskyard_protocol::flow::LimitPattern, u32)>, Invalid> {
+        let mut limits = Vec::with_capacity(self.limit.len());
+        for (i, declared) in self.limit.iter().enumerate() {
+            let key = |field: &str| format!("limit.{}.{field}", declared.pattern);
+            let limit = declared
+                .to_limit()
+                .map_err(|(field, reason)| (key(field), reason))?;
+            if self.limit[..i]
+                .iter()
+                .any(|d| d.pattern == declared.pattern)
+            {
+                return Err((key("pattern"), "declared twice".into()));
+            }
+            limits.push(limit);
+        }
+        Ok(limits)
+    }
+
+    fn check_limits(&self) -> Result<(), Invalid> {
+        let most = crate::config::limit::MAX_DECLARED_LIMITS;
+        if self.limit.len() > most {
+            return Err((
+                "limit".into(),
+                format!("{} limits declared, more than {most}", self.limit.len()),
+            ));
+        }
+        self.concurrency_limits().map(|_| ())
     }
 
     /// Every `[[schedule]]` converts to a definition and names are unique;
@@ -387,6 +428,7 @@ impl Validate for CoordinatorConfig {
         at_least("expiry-interval-millis", self.expiry_interval_millis, 10)?;
         at_least("expiry-batch-rows", self.expiry_batch_rows as u64, 1)?;
         self.check_schedules()?;
+        self.check_limits()?;
         at_most(
             "metrics-max-task-types",
             self.metrics_max_task_types as u64,

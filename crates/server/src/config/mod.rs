@@ -9,6 +9,7 @@ mod coordinator;
 pub mod defaults;
 #[cfg(test)]
 mod durations_tests;
+pub mod limit;
 pub mod schedule;
 #[cfg(test)]
 mod tests;
@@ -16,6 +17,7 @@ mod tests;
 pub use coordinator::{CoordinatorConfig, CoordinatorOptions};
 pub use taskyard_client::config::*;
 
+use limit::DeclaredLimit;
 use reference::{DefaultText, ListItemText};
 use schedule::DeclaredSchedule;
 use serde::Deserialize;
@@ -88,4 +90,26 @@ impl DefaultText for PostgresUrl {
     fn default_text(&self) -> String {
         "$TASKYARD_POSTGRES_URL".into()
     }
+}
+
+/// A declared limit is a TOML table; the default list is empty.
+impl ListItemText for DeclaredLimit {
+    fn item_text(&self) -> String {
+        "{…}".into()
+    }
+}
+
+/// One inline TOML table given as a flag (`--schedule`, `--limit`): `text`
+/// read as the value of `name`.
+pub(crate) fn inline_table<T: serde::de::DeserializeOwned>(
+    name: &str,
+    text: &str,
+) -> Result<T, String> {
+    let not_one = |message: &str| format!("not a {name} table: {message}");
+    let mut table: toml::Table =
+        toml::from_str(&format!("{name} = {text}")).map_err(|e| not_one(e.message()))?;
+    let value = table.remove(name).ok_or_else(|| not_one("empty"))?;
+    value
+        .try_into()
+        .map_err(|e: toml::de::Error| not_one(e.message()))
 }

@@ -87,12 +87,6 @@ impl std::str::FromStr for DeclaredSchedule {
 
     /// One inline TOML table (the `--schedule` flag).
     fn from_str(text: &str) -> Result<DeclaredSchedule, String> {
-        #[derive(Deserialize)]
-        struct One {
-            schedule: DeclaredSchedule,
-        }
-        toml::from_str::<One>(&format!("schedule = {text}"))
-            .map(|one| one.schedule)
-            .map_err(|e| format!("not a schedule table: {}", e.message()))
+        crate::config::inline_table("schedule", text)
     }
 }

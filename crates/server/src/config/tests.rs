@@ -337,3 +337,55 @@ fn missing_file_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn declared_limits_load_and_a_bad_one_names_its_pattern_and_field() {
+    let f = file_with(
+        "[[limit]]\npattern = \"stripe:*\"\nmax-running = 5\n\n\
+         [[limit]]\npattern = \"stripe:acct_42\"\nmax-running = 1\n",
+    );
+    let c = load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect("loads");
+    let limits = c.concurrency_limits().expect("valid");
+    assert_eq!(limits.len(), 2);
+    for (text, key) in [
+        ("pattern = \"a*b\"\nmax-running = 1", "limit.a*b.pattern"),
+        ("pattern = \"a**\"\nmax-running = 1", "limit.a**.pattern"),
+        ("pattern = \"k\"\nmax-running = 0", "limit.k.max-running"),
+    ] {
+        let f = file_with(&format!("[[limit]]\n{text}\n"));
+        let err =
+            load::<CoordinatorOptions>(Some(f.path()), Default::default()).expect_err("refused");
+        assert_eq!(err.key.as_deref(), Some(key), "{err}");
+        assert_eq!(err.source_name, f.path().display().to_string());
+    }
+    let twice = file_with(
+        "[[limit]]\npattern = \"k\"\nmax-running = 1\n[[limit]]\npattern = \"k\"\nmax-running = 2\n",
+    );
+    let err =
+        load::<CoordinatorOptions>(Some(twice.path()), Default::default()).expect_err("twice");
+    assert_eq!(err.key.as_deref(), Some("limit.k.pattern"), "{err}");
+    let unknown = file_with("[[limit]]\npattern = \"k\"\nrate = \"100/s\"\n");
+    let err = load::<CoordinatorOptions>(Some(unknown.path()), Default::default())
+        .expect_err("rate is not a key yet");
+    assert!(err.to_string().contains("rate"), "{err}");
+}
+
+#[test]
+fn a_limit_or_schedule_flag_is_one_inline_table() {
+    let limit: crate::config::limit::DeclaredLimit = "{pattern = \"k:*\", max-running = 2}"
+        .parse()
+        .expect("a limit");
+    assert_eq!((limit.pattern.as_str(), limit.max_running), ("k:*", 2));
+    let err = "{pattern = \"k\"}"
+        .parse::<crate::config::limit::DeclaredLimit>()
+        .expect_err("no max-running");
+    assert!(err.starts_with("not a limit table: "), "{err}");
+    let schedule: crate::config::schedule::DeclaredSchedule =
+        "{name = \"tick\", every = \"1s\", task-type = \"echo\"}"
+            .parse()
+            .expect("a schedule");
+    assert_eq!(schedule.name, "tick");
+    assert!("nonsense"
+        .parse::<crate::config::schedule::DeclaredSchedule>()
+        .is_err());
+}

@@ -59,6 +59,11 @@ pub struct SubmitBody {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 256)]
     pub idempotency_key: Option<String>,
+    /// At most the limit set on this key (or a pattern matching it) of the
+    /// jobs carrying it run at once. null: as if absent.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 256)]
+    pub concurrency_key: Option<String>,
 }
 
 /// A task type name, as `payloads::validate_task_type` accepts it.
@@ -209,6 +214,7 @@ impl SubmitBody {
             payload: encode_json(&self.payload),
             priority: self.priority.unwrap_or_default(),
             idempotency_key: self.idempotency_key,
+            concurrency_key: self.concurrency_key,
         })
     }
 }

@@ -182,6 +182,11 @@ impl ConcurrencyGate {
         released
     }
 
+    /// Whether `job` waits aside for `key`.
+    pub fn holds(&self, key: &str, job: &ReadyKey) -> bool {
+        self.aside.get(key).is_some_and(|jobs| jobs.contains(job))
+    }
+
     /// Jobs of `key` running now.
     pub fn running_of(&self, key: &str) -> u32 {
         self.running.get(key).copied().unwrap_or(0)

@@ -19,11 +19,13 @@
 
 use super::tests::{echo, stored_rows, w};
 use super::*;
+use crate::scheduler::concurrency_gate::ConcurrencyLimits;
 use crate::scheduler::hash_map::HashMap;
 use machines::{CommitReply, DeletionReply, ExpiryReply, Machines};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use taskyard_client::clock::Now;
+use taskyard_protocol::flow::LimitPattern;
 use taskyard_protocol::*;
 
 const TASK_TYPES: [&str; 2] = ["echo", "custom"];
@@ -90,6 +92,8 @@ enum Event {
         delay_ms: Option<u64>,
         max_attempts: Option<u32>,
         idempotency_key: Option<u8>,
+        /// `k:N`: `k:0` may run 1 at a time, `k:1` and `k:2` 2 each.
+        concurrency_key: Option<u8>,
     },
     AssignQueued,
     /// Registers `worker` under a fresh session, replacing any current one.
@@ -199,9 +203,10 @@ fn event() -> impl Strategy<Value = Event> {
     let worker = 0..WORKERS.len();
     prop_oneof![
         4 => (0..TASK_TYPES.len(), 0..3i64, prop::option::of(0..2_000u64),
-              prop::option::of(1..4u32), prop::option::weighted(0.2, 0..3u8))
-            .prop_map(|(task, level, delay_ms, max_attempts, idempotency_key)| Event::Submit {
-                task, level, delay_ms, max_attempts, idempotency_key,
+              prop::option::of(1..4u32), prop::option::weighted(0.2, 0..3u8),
+              prop::option::weighted(0.5, 0..3u8))
+            .prop_map(|(task, level, delay_ms, max_attempts, idempotency_key, concurrency_key)| {
+                Event::Submit { task, level, delay_ms, max_attempts, idempotency_key, concurrency_key }
             }),
         3 => Just(Event::AssignQueued),
         2 => (worker.clone(), 0..4u32, 1..4usize, prop_oneof![
@@ -289,7 +294,7 @@ struct Harness {
 impl Harness {
     fn new() -> Self {
         Harness {
-            state: state(),
+            state: limited_state(),
             now: Now::both(0),
             jobs: Vec::new(),
             sessions: [None; WORKERS.len()],
@@ -587,6 +592,7 @@ impl Harness {
             delay_ms,
             max_attempts,
             idempotency_key,
+            concurrency_key,
         } = event
         else {
             return;
@@ -597,6 +603,7 @@ impl Harness {
             delay_ms: *delay_ms,
             max_attempts: *max_attempts,
             idempotency_key: idempotency_key.map(|k| format!("key-{k}")),
+            concurrency_key: concurrency_key.map(|k| format!("k:{k}")),
             ..echo("m")
         };
         if let SubmitAnswer::Accepted { job_id, .. } = self.state.submit(req, self.now) {
@@ -792,7 +799,7 @@ impl Harness {
         rows.extend(evicted.filter_map(|id| self.stored.get(id).cloned()));
         // The restart stands for a clean stop: every row is committed.
         self.stored = rows.iter().map(|job| (job.id, job.clone())).collect();
-        self.state = state();
+        self.state = limited_state();
         // A new process: its monotonic clock starts elsewhere.
         self.now.mono_ms -= 1_000_000;
         let summary = self.state.recover(rows, self.now);
@@ -801,6 +808,35 @@ impl Harness {
         self.sessions = [None; WORKERS.len()];
         Ok(())
     }
+}
+
+/// The limits the harness's state runs under: `k:0` at most 1 running,
+/// every other `k:` key at most 2.
+fn concurrency_limits() -> ConcurrencyLimits {
+    ConcurrencyLimits::new([
+        (LimitPattern::Exact("k:0".into()), 1),
+        (LimitPattern::Prefix("k:".into()), 2),
+    ])
+}
+
+fn limited_state() -> CoordinatorState {
+    let mut state = state();
+    state.set_concurrency_limits(concurrency_limits());
+    state
+}
+
+/// No concurrency key has more jobs RUNNING than its limit (the limits
+/// never change in this test, so not even a recovered job may exceed it).
+fn within_concurrency_limits(state: &CoordinatorState) -> Result<(), String> {
+    let limits = concurrency_limits();
+    for key in ["k:0", "k:1", "k:2"] {
+        let running = state.gate.running_of(key);
+        let limit = limits.limit_of(key).unwrap_or(u32::MAX);
+        if running > limit {
+            return Err(format!("{key}: {running} RUNNING, limit {limit}"));
+        }
+    }
+    Ok(())
 }
 
 proptest! {
@@ -815,9 +851,11 @@ proptest! {
             harness.apply(event).map_err(|failed| {
                 TestCaseError::fail(format!("at step {step} ({event:?}): {failed}"))
             })?;
-            let checked = harness.state.check_invariants().and_then(|()| {
-                harness.machines.check(&harness.state, harness.settled())
-            });
+            let checked = harness
+                .state
+                .check_invariants()
+                .and_then(|()| within_concurrency_limits(&harness.state))
+                .and_then(|()| harness.machines.check(&harness.state, harness.settled()));
             if let Err(broken) = checked {
                 return Err(TestCaseError::fail(format!(
                     "after step {step} ({event:?}): {broken}"

@@ -36,6 +36,8 @@ pub struct Job {
     pub result: Option<Arc<[u8]>>,
     pub error: Option<String>,
     pub idempotency_key: Option<String>,
+    /// The job's concurrency key (flow control), if it has one.
+    pub concurrency_key: Option<String>,
     /// Not to be assigned before this time (a delayed or requeued job): a
     /// wall time, stored and shown; the wait runs on the monotonic clock.
     pub not_before: Option<i64>,
@@ -142,6 +144,8 @@ impl Job {
             schedule,
             schedule_slot,
             key_omitted: false,
+            concurrency_key: self.concurrency_key.clone(),
+            waiting: None,
         }
     }
 

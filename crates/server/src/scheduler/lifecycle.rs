@@ -228,6 +228,9 @@ impl CoordinatorState {
             let Some((job_id, Some(worker))) = best else {
                 return;
             };
+            if self.held_back(job_id) {
+                continue;
+            }
             if let Err(refused) = self.assign(job_id, worker, now) {
                 self.log_refused("assign", &refused);
                 return;

@@ -4,6 +4,8 @@
 pub mod bulk;
 pub mod claims;
 pub mod concurrency_gate;
+#[cfg(test)]
+mod concurrency_tests;
 pub mod control;
 pub mod counts;
 pub mod deletion;

@@ -49,7 +49,21 @@ impl CoordinatorState {
         let no_worker = !self.workers.advertised(&job.task_type);
         let mut view = job.view(no_worker, now.wall_ms, self.policy.aging_step_ms);
         (view.next_retry_at, view.not_before) = self.shown_timers(job, now);
+        view.waiting = self.waiting_reason(job);
         view
+    }
+
+    /// Why a QUEUED job waits aside: its concurrency key is full.
+    pub fn waiting_reason(&self, job: &Job) -> Option<String> {
+        let key = job.concurrency_key.as_deref()?;
+        if job.state != JobState::Queued || !self.gate.holds(key, &job.ready_key()) {
+            return None;
+        }
+        let limit = self.gate.limit_of(key)?;
+        Some(format!(
+            "waiting for concurrency key {key}: {}/{limit} running",
+            self.gate.running_of(key)
+        ))
     }
 
     /// The job's summary at `now`, whether held in memory or read back;
@@ -148,13 +162,16 @@ impl CoordinatorState {
             .values()
             .filter(|j| j.state == JobState::Queued)
             .count();
-        if queued != self.queues.len() + self.delayed.len() {
+        if queued != self.queues.len() + self.delayed.len() + self.gate.waiting() {
             return Err(format!(
-                "{queued} QUEUED jobs but {} in queues and {} delayed",
+                "{queued} QUEUED jobs but {} in queues, {} delayed and {} held by their \
+                 concurrency key",
                 self.queues.len(),
-                self.delayed.len()
+                self.delayed.len(),
+                self.gate.waiting()
             ));
         }
+        self.concurrency_consistent()?;
         let retry_wait = self
             .jobs
             .values()
@@ -266,5 +283,59 @@ impl CoordinatorState {
             Some(job) => Err(format!("job {} is missing from submission order", job.id)),
             None => Ok(()),
         }
+    }
+}
+
+impl CoordinatorState {
+    /// The concurrency gate agrees with the jobs: each key's running count
+    /// is its RUNNING jobs, and a job waits aside only while its key is
+    /// full (or a job of its key is ready, to be started or held at the
+    /// next pass).
+    fn concurrency_consistent(&self) -> Result<(), String> {
+        let mut running: HashMap<&str, u32> = HashMap::default();
+        let mut ready: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for job in self.jobs.values() {
+            let Some(key) = job.concurrency_key.as_deref() else {
+                continue;
+            };
+            match job.state {
+                JobState::Running => *running.entry(key).or_insert(0) += 1,
+                JobState::Queued => {
+                    ready.insert(key);
+                }
+                _ => {}
+            }
+        }
+        for (key, count) in &running {
+            if self.gate.running_of(key) != *count {
+                return Err(format!(
+                    "concurrency key {key}: {count} RUNNING, the gate counts {}",
+                    self.gate.running_of(key)
+                ));
+            }
+        }
+        for key in ready {
+            if self.gate.waiting_of(key) == 0 {
+                continue;
+            }
+            let full = self
+                .gate
+                .limit_of(key)
+                .is_some_and(|limit| self.gate.running_of(key) >= limit);
+            let one_ready = self.jobs.values().any(|j| {
+                j.state == JobState::Queued
+                    && j.concurrency_key.as_deref() == Some(key)
+                    && self
+                        .queues
+                        .contains(&j.task_type, j.priority, j.ready_key())
+            });
+            if !full && !one_ready {
+                return Err(format!(
+                    "concurrency key {key} has room but {} jobs wait aside",
+                    self.gate.waiting_of(key)
+                ));
+            }
+        }
+        Ok(())
     }
 }

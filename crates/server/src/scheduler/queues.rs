@@ -82,6 +82,13 @@ impl ReadyQueues {
         }
     }
 
+    /// Whether the job with `key` waits in its FIFO.
+    pub fn contains(&self, task_type: &str, priority: Priority, key: ReadyKey) -> bool {
+        self.by_type
+            .get(task_type)
+            .is_some_and(|levels| levels[usize::from(priority.level())].contains(&key))
+    }
+
     /// Removes a job (when it is assigned or cancelled); false if absent.
     pub fn remove(&mut self, task_type: &str, priority: Priority, key: ReadyKey) -> bool {
         let Some(levels) = self.by_type.get_mut(task_type) else {

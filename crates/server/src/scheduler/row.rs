@@ -37,6 +37,7 @@ pub struct JobRow {
     pub submitted_at: i64,
     pub timeout_ms: u64,
     pub idempotency_key: Option<String>,
+    pub concurrency_key: Option<String>,
 
     /// The attempts that may have changed, oldest first. Attempts left out
     /// are stored already and never change again. When the job has any
@@ -71,6 +72,7 @@ impl JobRow {
             submitted_at: job.submitted_at,
             timeout_ms: job.timeout_ms,
             idempotency_key: job.idempotency_key.clone(),
+            concurrency_key: job.concurrency_key.clone(),
             changed_attempts: job.history[first..].to_vec(),
         }
     }

@@ -5,9 +5,11 @@
 //! delays, heartbeat age) monotonic ones. Outbound effects and the rows to
 //! persist are collected and taken by the caller after each step.
 
+use crate::scheduler::concurrency_gate::{ConcurrencyGate, ConcurrencyLimits};
 use crate::scheduler::counts::StateCounts;
 use crate::scheduler::dirty::DirtyRows;
 use crate::scheduler::hash_map::HashMap;
+use crate::scheduler::job::ReadyKey;
 use crate::scheduler::job::{Job, OrderKey};
 use crate::scheduler::metrics::Metrics;
 use crate::scheduler::queues::ReadyQueues;
@@ -105,6 +107,9 @@ pub struct CoordinatorState {
     pub(super) log: Logger,
     pub(super) jobs: HashMap<JobId, Box<Job>>,
     pub(super) queues: ReadyQueues,
+    /// Per-key concurrency: running counts, and the ready jobs of full
+    /// keys, held here instead of in `queues` (see `concurrency_gate`).
+    pub(super) gate: ConcurrencyGate,
     pub(super) workers: WorkerRegistry,
     /// Every job in submission order, for newest-first listing.
     pub(super) by_sequence: BTreeSet<OrderKey>,
@@ -181,6 +186,7 @@ impl CoordinatorState {
             log,
             jobs: HashMap::default(),
             queues: ReadyQueues::default(),
+            gate: ConcurrencyGate::default(),
             workers: WorkerRegistry::default(),
             by_sequence: BTreeSet::new(),
             deadlines: BTreeSet::new(),
@@ -217,6 +223,11 @@ impl CoordinatorState {
         state.metrics = Metrics::with_task_type_limit(config.metrics_max_task_types);
         state.set_timeline_task_types(config.timeline_task_types);
         state.set_max_schedules(config.max_schedules);
+        // Checked when the config was loaded (`check_limits`); a config
+        // built in code with a bad limit runs without limits.
+        if let Ok(limits) = config.concurrency_limits() {
+            state.set_concurrency_limits(ConcurrencyLimits::new(limits));
+        }
         state
     }
 
@@ -250,8 +261,7 @@ impl CoordinatorState {
                     .not_before
                     .filter(|t| *t > now.wall_ms && job.history.is_empty());
                 if pending.is_none() {
-                    self.queues
-                        .push(&job.task_type, job.priority, job.ready_key());
+                    self.make_ready(job);
                 }
                 pending.map(|t| (&mut self.delayed, t))
             }
@@ -259,7 +269,12 @@ impl CoordinatorState {
                 let due = job.next_retry_at.unwrap_or(job.updated_at);
                 Some((&mut self.retries, due))
             }
-            JobState::Running => job.deadline().map(|d| (&mut self.deadlines, d)),
+            JobState::Running => {
+                if let Some(key) = &job.concurrency_key {
+                    self.gate.started(key);
+                }
+                job.deadline().map(|d| (&mut self.deadlines, d))
+            }
             _ => None,
         };
         if let Some((index, wall)) = timer {
@@ -280,8 +295,14 @@ impl CoordinatorState {
                 if let Some(at) = timer {
                     self.delayed.remove(&(at, id));
                 }
-                self.queues
-                    .remove(&job.task_type, job.priority, job.ready_key());
+                let held = job
+                    .concurrency_key
+                    .as_deref()
+                    .is_some_and(|key| self.gate.forget(key, &job.ready_key()));
+                if !held {
+                    self.queues
+                        .remove(&job.task_type, job.priority, job.ready_key());
+                }
             }
             JobState::RetryWait => {
                 if let Some(at) = timer {
@@ -293,8 +314,61 @@ impl CoordinatorState {
                     self.deadlines.remove(&(at, id));
                 }
                 self.unclaimed.remove(&id);
+                let released = match &job.concurrency_key {
+                    Some(key) => self.gate.stopped(&key.clone()),
+                    None => None,
+                };
+                self.release(released);
             }
             _ => {}
+        }
+    }
+
+    /// Puts a ready QUEUED job into its ready queue, or aside if its
+    /// concurrency key is full (it goes back when a job of the key stops
+    /// running).
+    pub(super) fn make_ready(&mut self, job: &Job) {
+        match &job.concurrency_key {
+            Some(key) if !self.gate.may_start(key) => self.gate.hold(key, job.ready_key()),
+            _ => self
+                .queues
+                .push(&job.task_type, job.priority, job.ready_key()),
+        }
+    }
+
+    /// A job the concurrency gate let go goes back to its ready queue.
+    fn release(&mut self, released: Option<ReadyKey>) {
+        let Some(ready) = released else {
+            return;
+        };
+        if let Some(job) = self.jobs.get(&ready.2) {
+            self.queues.push(&job.task_type, job.priority, ready);
+        }
+    }
+
+    /// Moves the best ready job aside if its concurrency key is full;
+    /// returns whether it did (the caller then looks for the next best).
+    pub(super) fn held_back(&mut self, id: JobId) -> bool {
+        let Some(job) = self.jobs.get(&id) else {
+            return false;
+        };
+        match &job.concurrency_key {
+            Some(key) if !self.gate.may_start(key) => {
+                let (key, ready) = (key.clone(), job.ready_key());
+                self.queues.remove(&job.task_type, job.priority, ready);
+                self.gate.hold(&key, ready);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Replaces the concurrency limits; jobs waiting aside that now have
+    /// room go back to their ready queues (the next assignment pass starts
+    /// them).
+    pub fn set_concurrency_limits(&mut self, limits: ConcurrencyLimits) {
+        for ready in self.gate.set_limits(limits) {
+            self.release(Some(ready));
         }
     }
 
@@ -345,7 +419,16 @@ impl CoordinatorState {
         }
         self.timeline.record_transition(&job, from, now.wall_ms);
         self.index(&job, now);
+        // A ready job of a key that leaves without starting (cancelled)
+        // may leave room that no stop would use.
+        let vacated = (from == JobState::Queued && to != JobState::Running)
+            .then(|| job.concurrency_key.clone())
+            .flatten();
         self.jobs.insert(id, job);
+        if let Some(key) = vacated {
+            let released = self.gate.next_if_room(&key);
+            self.release(released);
+        }
         self.mark_dirty_from(id, attempts_from);
         Ok(())
     }

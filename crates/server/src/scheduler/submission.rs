@@ -116,6 +116,7 @@ impl CoordinatorState {
             finished_at: None,
             history: Vec::new(),
             progress: None,
+            concurrency_key: req.concurrency_key,
         })
     }
 
@@ -141,6 +142,10 @@ impl CoordinatorState {
         if let Some(delay_ms) = req.delay_ms {
             limits::DELAY_MS
                 .check(delay_ms)
+                .map_err(|e| e.to_string())?;
+        }
+        if let Some(key) = &req.concurrency_key {
+            taskyard_protocol::flow::validate_key("concurrency_key", key)
                 .map_err(|e| e.to_string())?;
         }
         match &req.idempotency_key {

@@ -75,9 +75,9 @@ impl CoordinatorState {
             // Ready from the moment the delay ran out, not from submission.
             self.stage_started_us
                 .insert(job_id, due.saturating_mul(1000).min(now.mono_us));
-            if let Some(job) = self.jobs.get(&job_id) {
-                self.queues
-                    .push(&job.task_type, job.priority, job.ready_key());
+            if let Some(job) = self.jobs.remove(&job_id) {
+                self.make_ready(&job);
+                self.jobs.insert(job_id, job);
             }
         }
     }

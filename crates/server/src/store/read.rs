@@ -10,7 +10,8 @@ use taskyard_protocol::{Attempt, AttemptOutcome, JobId, JobState, LeaseId, Prior
 pub(super) const COLUMNS: &str = "id, task_type, payload, priority, sequence, submitted_at, state, attempts, \
     max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, result, error, \
     idempotency_key, updated_at, finished_at, not_before, last_attempt_number, last_attempt_worker, \
-    last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, last_attempt_outcome";
+    last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, last_attempt_outcome, \
+    concurrency_key";
 
 impl JobStore {
     /// Every stored job with its attempt history: one streamed SELECT per table.
@@ -153,5 +154,6 @@ pub(super) fn read_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         // Only the last attempt, from the row; `load_all` adds the rest.
         history: read_last_attempt(row, &id)?.into_iter().collect(),
         progress: None,
+        concurrency_key: row.get(26)?,
     })
 }

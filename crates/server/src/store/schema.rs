@@ -9,7 +9,7 @@ use rusqlite::{Connection, Transaction};
 /// version 4 indexes what retention reads (see `V3_TO_V4`); version 5
 /// keeps the count of finished jobs per task type and state (see
 /// `V4_TO_V5`).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 const JOBS_V1: &str = "
 CREATE TABLE jobs (
@@ -148,9 +148,15 @@ CREATE INDEX jobs_high ON jobs (sequence, submitted_at, id) WHERE priority = 2;
 CREATE INDEX jobs_type_order ON jobs (task_type, sequence);
 ";
 
+/// Version 8 → 9: a job's concurrency key (flow control), fixed at
+/// submission. Jobs stored before have none.
+const V8_TO_V9: &str = "
+ALTER TABLE jobs ADD COLUMN concurrency_key TEXT;
+";
+
 type Step = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
-const STEPS: [(i64, Step); 8] = [
+const STEPS: [(i64, Step); 9] = [
     (1, |tx| tx.execute_batch(JOBS_V1)),
     (2, |tx| tx.execute_batch(V1_TO_V2)),
     (3, |tx| tx.execute_batch(V2_TO_V3)),
@@ -159,6 +165,7 @@ const STEPS: [(i64, Step); 8] = [
     (6, |tx| tx.execute_batch(V5_TO_V6)),
     (7, |tx| tx.execute_batch(V6_TO_V7)),
     (8, |tx| tx.execute_batch(V7_TO_V8)),
+    (9, |tx| tx.execute_batch(V8_TO_V9)),
 ];
 
 /// Why the schema could not be brought up to date.

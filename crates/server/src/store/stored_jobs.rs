@@ -79,7 +79,7 @@ pub struct StoredSummary {
 }
 
 /// Where the lengths follow `COLUMNS` in a summary row.
-const SUMMARY_LENGTHS: usize = 26;
+const SUMMARY_LENGTHS: usize = 27;
 
 pub use crate::scheduler::stored_read::PageFilter;
 

@@ -41,6 +41,7 @@ pub(crate) fn job(sequence: u64, state: JobState) -> Job {
             outcome: None,
         }],
         progress: None,
+        concurrency_key: None,
     };
     // Only a RUNNING job has an open attempt.
     if state != JobState::Running {
@@ -334,8 +335,9 @@ fn garbage_file_is_refused_naming_it() {
 }
 
 /// Commits `jobs` to a store whose schema is older than version 5 (no
-/// `terminal_counts`, which a write keeps): the table is there only for
-/// the write, as if the rows had been written by that older version.
+/// `terminal_counts`, which a write keeps, nor version 9's
+/// `concurrency_key`): the table and the column are there only for the
+/// write, as if the rows had been written by that older version.
 pub(crate) fn commit_to_old_schema(store: &mut JobStore, jobs: &[crate::scheduler::Job]) {
     let rows: Vec<crate::scheduler::JobRow> =
         jobs.iter().map(crate::scheduler::JobRow::whole).collect();
@@ -343,12 +345,13 @@ pub(crate) fn commit_to_old_schema(store: &mut JobStore, jobs: &[crate::schedule
         .conn
         .execute_batch(
             "CREATE TABLE terminal_counts (task_type TEXT NOT NULL, state TEXT NOT NULL, \
-             jobs INTEGER NOT NULL, PRIMARY KEY (task_type, state)) WITHOUT ROWID",
+             jobs INTEGER NOT NULL, PRIMARY KEY (task_type, state)) WITHOUT ROWID; \
+             ALTER TABLE jobs ADD COLUMN concurrency_key TEXT;",
         )
-        .expect("a table for the write");
+        .expect("a table and a column for the write");
     store.commit(&rows).expect("commit");
     store
         .conn
-        .execute_batch("DROP TABLE terminal_counts")
+        .execute_batch("DROP TABLE terminal_counts; ALTER TABLE jobs DROP COLUMN concurrency_key;")
         .expect("dropped again");
 }

@@ -12,8 +12,9 @@ const INSERT: &str = "INSERT INTO jobs (id, state, attempts, max_attempts, lease
     assigned_at, next_retry_at, result, error, updated_at, finished_at, not_before, \
     last_attempt_number, last_attempt_worker, last_attempt_lease, last_attempt_started_at, \
     last_attempt_ended_at, last_attempt_outcome, task_type, payload, priority, sequence, \
-    submitted_at, timeout_ms, idempotency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
-    ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)";
+    submitted_at, timeout_ms, idempotency_key, concurrency_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, \
+    ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, \
+    ?26, ?27)";
 
 /// The columns a transition can change; submission fields never do.
 const UPDATE: &str = "UPDATE jobs SET state = ?2, attempts = ?3, max_attempts = ?4, lease = ?5, \
@@ -255,6 +256,7 @@ fn write_job(
             job.submitted_at,
             job.timeout_ms as i64,
             job.idempotency_key,
+            job.concurrency_key,
         ];
         insert.execute(rusqlite::params_from_iter(
             changes.iter().chain(submission.iter()),

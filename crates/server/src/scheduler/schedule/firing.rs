@@ -215,6 +215,7 @@ fn template(entry: &Entry, key: String, delay_ms: u64) -> SubmitRequest {
         timeout_ms: spec.timeout_ms,
         idempotency_key: Some(key),
         delay_ms: (delay_ms > 0).then_some(delay_ms),
+        concurrency_key: None,
     }
 }
 

@@ -15,7 +15,7 @@ pub(super) const COLUMNS: &str =
     attempts, max_attempts, timeout_ms, lease, worker_id, assigned_at, next_retry_at, result, \
     error, idempotency_key, updated_at, finished_at, not_before, last_attempt_number, \
     last_attempt_worker, last_attempt_lease, last_attempt_started_at, last_attempt_ended_at, \
-    last_attempt_outcome";
+    last_attempt_outcome, concurrency_key";
 
 /// An attempt's columns, in the order `attempt_from` reads them.
 pub(super) const ATTEMPT_COLUMNS: &str =
@@ -254,5 +254,6 @@ pub(super) fn job_from(row: &Row) -> Result<Job, String> {
             None => Vec::new(),
         },
         progress: None,
+        concurrency_key: get!(26, "concurrency_key"),
     })
 }

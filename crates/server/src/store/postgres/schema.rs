@@ -11,7 +11,7 @@
 use postgres::Client;
 
 /// The version this binary writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Taken (per transaction) by every migration step. Any constant unique
 /// to taskyard: "tkyd" in ASCII.
@@ -132,7 +132,12 @@ CREATE INDEX jobs_high ON taskyard.jobs (sequence, submitted_at, id) WHERE prior
 CREATE INDEX jobs_type_order ON taskyard.jobs (task_type, sequence);
 ";
 
-const STEPS: [(i64, &str); 5] = [(1, V1), (2, V2), (3, V3), (4, V4), (5, V5)];
+/// A job's concurrency key: as SQLite's version 9.
+const V6: &str = "
+ALTER TABLE taskyard.jobs ADD COLUMN concurrency_key text;
+";
+
+const STEPS: [(i64, &str); 6] = [(1, V1), (2, V2), (3, V3), (4, V4), (5, V5), (6, V6)];
 
 /// Why the schema could not be brought up to date.
 #[derive(Debug, thiserror::Error)]

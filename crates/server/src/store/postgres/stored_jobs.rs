@@ -244,8 +244,8 @@ impl PostgresReader {
         };
         rows.iter()
             .map(|row| {
-                let payload: Option<i64> = row.try_get(26).map_err(|e| e.to_string())?;
-                let result: Option<i64> = row.try_get(27).map_err(|e| e.to_string())?;
+                let payload: Option<i64> = row.try_get(27).map_err(|e| e.to_string())?;
+                let result: Option<i64> = row.try_get(28).map_err(|e| e.to_string())?;
                 Ok(StoredSummary {
                     job: job_from(row)?,
                     payload_bytes: payload.unwrap_or(0).max(0) as u64,

@@ -39,12 +39,12 @@ const INSERT: &str = "INSERT INTO taskyard.jobs (id, state, attempts, max_attemp
     worker_id, assigned_at, next_retry_at, result, error, updated_at, finished_at, not_before, \
     last_attempt_number, last_attempt_worker, last_attempt_lease, last_attempt_started_at, \
     last_attempt_ended_at, last_attempt_outcome, task_type, payload, priority, sequence, \
-    submitted_at, timeout_ms, idempotency_key) \
+    submitted_at, timeout_ms, idempotency_key, concurrency_key) \
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::int[], $5::uuid[], $6::text[], \
         $7::bigint[], $8::bigint[], $9::bytea[], $10::text[], $11::bigint[], $12::bigint[], \
         $13::bigint[], $14::int[], $15::text[], $16::uuid[], $17::bigint[], $18::bigint[], \
         $19::text[], $20::text[], $21::bytea[], $22::smallint[], $23::bigint[], $24::bigint[], \
-        $25::bigint[], $26::text[])";
+        $25::bigint[], $26::text[], $27::text[])";
 
 /// Attempts before a job's last one (closed for good), a row each.
 const UPSERT_ATTEMPTS: &str = "INSERT INTO taskyard.attempts (job_id, number, worker_id, lease, \
@@ -267,6 +267,7 @@ struct Columns<'a> {
     submitted_at: Vec<i64>,
     timeout_ms: Vec<i64>,
     idempotency_key: Vec<Option<&'a str>>,
+    concurrency_key: Vec<Option<&'a str>>,
 }
 
 impl<'a> Columns<'a> {
@@ -302,6 +303,7 @@ impl<'a> Columns<'a> {
             self.timeout_ms
                 .push(job.timeout_ms.min(i64::MAX as u64) as i64);
             self.idempotency_key.push(job.idempotency_key.as_deref());
+            self.concurrency_key.push(job.concurrency_key.as_deref());
         }
     }
 
@@ -346,6 +348,7 @@ impl<'a> Columns<'a> {
                 &self.submitted_at,
                 &self.timeout_ms,
                 &self.idempotency_key,
+                &self.concurrency_key,
             ]);
         }
         params
