@@ -524,7 +524,9 @@ mod tests {
         assert_eq!(value["schedule"], Value::Null);
         assert_eq!(value["schedule_slot"], Value::Null);
         assert_eq!(value["key_omitted"], json!(false));
-        assert_eq!(value.as_object().map(|o| o.len()), Some(32));
+        assert_eq!(value["concurrency_key"], Value::Null);
+        assert_eq!(value["waiting"], Value::Null);
+        assert_eq!(value.as_object().map(|o| o.len()), Some(34));
     }
 
     #[test]
