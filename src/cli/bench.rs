@@ -45,6 +45,14 @@ pub struct BenchArgs {
     /// Size of each job's MessagePack payload.
     #[arg(long, value_name = "BYTES", default_value_t = 32)]
     pub payload_bytes: usize,
+    /// Give the jobs concurrency keys bench:0 .. bench:N-1, in turn
+    /// (flow control's cost); 0: no key.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub concurrency_keys: u32,
+    /// The coordinator started here limits each bench: key to N running
+    /// jobs (`[[limit]]` pattern "bench:*"); 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub limit: u32,
     /// SQLite synchronous mode of the coordinator started here.
     #[arg(long, default_value = "full")]
     pub synchronous: Synchronous,
@@ -220,6 +228,13 @@ pub fn run(ctx: &Context, args: BenchArgs) -> Result<Exit, CliError> {
                 .into(),
         ));
     }
+    if ctx.coordinator_given && args.limit > 0 {
+        return Err(CliError::BadArgument(
+            "--limit sets the limit of the coordinator started here; with --coordinator, declare \
+             [[limit]] in that coordinator's config"
+                .into(),
+        ));
+    }
     if args.jobs == 0
         || args.workers == 0
         || args.capacity == 0
@@ -297,6 +312,8 @@ fn options(ctx: &Context, args: &BenchArgs) -> BenchOptions {
         seed_finished: args.seed_finished,
         seed_expired: args.seed_expired,
         schedules: 0,
+        concurrency_keys: args.concurrency_keys,
+        limit: args.limit,
     }
 }
 

@@ -18,6 +18,7 @@ use taskyard_client::worker::WorkerConfig;
 use taskyard_client::worker::{TaskRegistry, Threads, WorkerHandle};
 use taskyard_protocol::{JobId, TaskOutcome};
 use taskyard_server::actors::coordinator::{Inspect, Inspection};
+use taskyard_server::config::limit::DeclaredLimit;
 use taskyard_server::config::{CoordinatorConfig, PostgresUrl, StoreKind};
 use taskyard_server::process::node::NodeHandle;
 use taskyard_server::process::CoordinatorHandle;
@@ -332,6 +333,13 @@ impl OwnCoordinator {
             max_schedules: (opts.schedules as usize)
                 .max(CoordinatorConfig::default().max_schedules),
             http_listen: String::new(),
+            limit: (opts.limit > 0)
+                .then(|| DeclaredLimit {
+                    pattern: "bench:*".into(),
+                    max_running: opts.limit,
+                })
+                .into_iter()
+                .collect(),
             ..CoordinatorConfig::default()
         };
         let postgres = match opts.store {

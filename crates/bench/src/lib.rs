@@ -82,6 +82,12 @@ pub struct BenchOptions {
     /// Schedules the run creates (`bench schedules`): the own
     /// coordinator's `max-schedules` is at least this.
     pub schedules: u32,
+    /// Submitted jobs carry concurrency keys `bench:0` .. `bench:N-1` in
+    /// turn; 0: no key.
+    pub concurrency_keys: u32,
+    /// The own coordinator limits each `bench:` key to this many running
+    /// jobs; 0: no limit.
+    pub limit: u32,
 }
 
 /// Why a run could not complete.
@@ -243,6 +249,7 @@ fn plan(opts: &BenchOptions, cluster: &Cluster, task_type: &str, jobs: u64) -> S
         batch: opts.batch,
         window: opts.window,
         template: template(opts, task_type, Priority::Normal),
+        concurrency_keys: opts.concurrency_keys,
     }
 }
 

@@ -27,6 +27,9 @@ pub struct SubmitPlan {
     /// Jobs each client keeps in flight (at least one request).
     pub window: u32,
     pub template: SubmitRequest,
+    /// Each job carries concurrency key `bench:I`, I counting through this
+    /// many keys; 0: none.
+    pub concurrency_keys: u32,
 }
 
 /// What the submitters got back.
@@ -233,10 +236,11 @@ fn submit_share(
     let window = ((u64::from(plan.window) / batch).max(1) as usize).min(max_requests);
     let mut unsent = share;
     let mut tally = Submitted::default();
+    let mut keys = Keys::new(plan.concurrency_keys);
     while unsent > 0 || connection.in_flight() > 0 {
         while unsent > 0 && connection.in_flight() < window {
             let n = unsent.min(batch);
-            connection.queue(request(&plan.template, n))?;
+            connection.queue(request(&plan.template, n, &mut keys))?;
             unsent -= n;
         }
         count(connection.receive()?, &mut tally)?;
@@ -244,11 +248,32 @@ fn submit_share(
     Ok(tally)
 }
 
-fn request(template: &SubmitRequest, n: u64) -> ClientRequest {
+/// The concurrency keys a submitter gives its jobs, in turn.
+struct Keys {
+    count: u32,
+    next: u32,
+}
+
+impl Keys {
+    fn new(count: u32) -> Keys {
+        Keys { count, next: 0 }
+    }
+
+    fn job(&mut self, template: &SubmitRequest) -> SubmitRequest {
+        let mut job = template.clone();
+        if self.count > 0 {
+            job.concurrency_key = Some(format!("bench:{}", self.next));
+            self.next = (self.next + 1) % self.count;
+        }
+        job
+    }
+}
+
+fn request(template: &SubmitRequest, n: u64, keys: &mut Keys) -> ClientRequest {
     if n == 1 {
-        ClientRequest::Submit(template.clone())
+        ClientRequest::Submit(keys.job(template))
     } else {
-        ClientRequest::SubmitBatch((0..n).map(|_| template.clone()).collect())
+        ClientRequest::SubmitBatch((0..n).map(|_| keys.job(template)).collect())
     }
 }
 

@@ -315,7 +315,7 @@ impl CoordinatorState {
                 }
                 self.unclaimed.remove(&id);
                 let released = match &job.concurrency_key {
-                    Some(key) => self.gate.stopped(&key.clone()),
+                    Some(key) => self.gate.stopped(key),
                     None => None,
                 };
                 self.release(released);
