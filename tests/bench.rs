@@ -95,6 +95,27 @@ fn bench_from_a_backlog_with_prefetching_workers_drains_every_job() {
     assert!((600.0..=900.0).contains(&rows), "rows {rows}: {report}");
 }
 
+#[test]
+fn bench_with_concurrency_keys_and_a_limit_drains_every_job() {
+    let report = bench_json(&[
+        "--jobs",
+        "300",
+        "--latency-jobs",
+        "0",
+        "--concurrency-keys",
+        "10",
+        "--limit",
+        "1",
+    ]);
+    assert_eq!(number(&report, &["setup", "concurrency_keys"]), 10.0);
+    assert_eq!(number(&report, &["setup", "limit"]), 1.0);
+    assert_eq!(
+        number(&report, &["throughput", "succeeded"]),
+        300.0,
+        "{report}"
+    );
+}
+
 /// `taskyard bench ... --json` with `args`: the report, or a panic with
 /// stderr.
 fn bench_json(args: &[&str]) -> Value {

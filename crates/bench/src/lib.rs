@@ -294,6 +294,8 @@ fn setup(opts: &BenchOptions) -> Setup {
         batch: opts.batch,
         window: opts.window,
         payload_bytes: payload(opts.payload_bytes).len(),
+        concurrency_keys: opts.concurrency_keys,
+        limit: opts.limit,
     }
 }
 

@@ -47,6 +47,10 @@ pub struct Setup {
     pub batch: u32,
     pub window: u32,
     pub payload_bytes: usize,
+    /// Jobs carried concurrency keys `bench:0` .. this less one; 0: none.
+    pub concurrency_keys: u32,
+    /// Each `bench:` key was limited to this many running jobs; 0: none.
+    pub limit: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -130,6 +134,18 @@ impl BenchReport {
                 _ => "synchronous as configured".to_string(),
             }
         );
+        if s.concurrency_keys > 0 {
+            let _ = writeln!(
+                out,
+                "  {} concurrency keys, limit {}",
+                s.concurrency_keys,
+                if s.limit > 0 {
+                    s.limit.to_string()
+                } else {
+                    "none".into()
+                }
+            );
+        }
         let _ = writeln!(
             out,
             "  submit   {:>10.0} jobs/s  ({} accepted, {} rejected in {:.3} s)",
