@@ -19,8 +19,9 @@ pub enum Running {
 
 /// Starts the coordinator `config` describes; returns once it listens.
 pub fn spawn(config: CoordinatorConfig, log: Logger) -> Result<Running, StartError> {
-    if crate::store::open(&config, &log).is_shared() {
-        NodeHandle::spawn_shared(config, log).map(Running::Node)
+    let backend = crate::store::open(&config, &log);
+    if backend.is_shared() {
+        NodeHandle::spawn_on(config, backend, log).map(Running::Node)
     } else {
         CoordinatorHandle::spawn(config, log).map(Running::Single)
     }

@@ -162,21 +162,14 @@ impl ConcurrencyGate {
                 None => usize::MAX,
                 Some(limit) => limit.saturating_sub(self.running_of(&key)) as usize,
             };
-            for _ in 0..room {
-                let Some(jobs) = self.aside.get_mut(&key) else {
-                    break;
-                };
-                match jobs.pop_first() {
-                    Some(job) => {
-                        self.waiting -= 1;
-                        released.push(job);
-                    }
-                    None => break,
-                }
-                if jobs.is_empty() {
-                    self.aside.remove(&key);
-                    break;
-                }
+            let Some(jobs) = self.aside.get_mut(&key) else {
+                continue;
+            };
+            let going = room.min(jobs.len());
+            released.extend(std::iter::from_fn(|| jobs.pop_first()).take(going));
+            self.waiting -= going;
+            if jobs.is_empty() {
+                self.aside.remove(&key);
             }
         }
         released

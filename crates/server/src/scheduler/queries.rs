@@ -293,6 +293,8 @@ impl CoordinatorState {
     /// next pass).
     fn concurrency_consistent(&self) -> Result<(), String> {
         let mut running: HashMap<&str, u32> = HashMap::default();
+        let mut queued: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        // Keys with a job in a ready queue (not held aside).
         let mut ready: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for job in self.jobs.values() {
             let Some(key) = job.concurrency_key.as_deref() else {
@@ -301,7 +303,13 @@ impl CoordinatorState {
             match job.state {
                 JobState::Running => *running.entry(key).or_insert(0) += 1,
                 JobState::Queued => {
-                    ready.insert(key);
+                    queued.insert(key);
+                    if self
+                        .queues
+                        .contains(&job.task_type, job.priority, job.ready_key())
+                    {
+                        ready.insert(key);
+                    }
                 }
                 _ => {}
             }
@@ -314,7 +322,7 @@ impl CoordinatorState {
                 ));
             }
         }
-        for key in ready {
+        for key in queued {
             if self.gate.waiting_of(key) == 0 {
                 continue;
             }
@@ -322,14 +330,7 @@ impl CoordinatorState {
                 .gate
                 .limit_of(key)
                 .is_some_and(|limit| self.gate.running_of(key) >= limit);
-            let one_ready = self.jobs.values().any(|j| {
-                j.state == JobState::Queued
-                    && j.concurrency_key.as_deref() == Some(key)
-                    && self
-                        .queues
-                        .contains(&j.task_type, j.priority, j.ready_key())
-            });
-            if !full && !one_ready {
+            if !full && !ready.contains(key) {
                 return Err(format!(
                     "concurrency key {key} has room but {} jobs wait aside",
                     self.gate.waiting_of(key)

@@ -421,9 +421,11 @@ impl CoordinatorState {
         self.index(&job, now);
         // A ready job of a key that leaves without starting (cancelled)
         // may leave room that no stop would use.
-        let vacated = (from == JobState::Queued && to != JobState::Running)
-            .then(|| job.concurrency_key.clone())
-            .flatten();
+        let vacated = match (from, to) {
+            (JobState::Queued, JobState::Running) => None,
+            (JobState::Queued, _) => job.concurrency_key.clone(),
+            _ => None,
+        };
         self.jobs.insert(id, job);
         if let Some(key) = vacated {
             let released = self.gate.next_if_room(&key);

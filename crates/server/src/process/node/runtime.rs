@@ -459,6 +459,16 @@ impl NodeHandle {
     /// store without a lease is refused, naming `store`.
     pub fn spawn_shared(config: CoordinatorConfig, log: Logger) -> Result<NodeHandle, StartError> {
         let backend = crate::store::open(&config, &log);
+        NodeHandle::spawn_on(config, backend, log)
+    }
+
+    /// `spawn_shared` on the store `backend` (what `store::open` gave for
+    /// `config`).
+    pub(crate) fn spawn_on(
+        config: CoordinatorConfig,
+        backend: crate::store::Backend,
+        log: Logger,
+    ) -> Result<NodeHandle, StartError> {
         let open = backend.open.clone();
         let lease = match backend.open_lease() {
             Some(lease) => lease?,
