@@ -102,6 +102,19 @@ fn the_postgres_lease_meets_the_contract() {
     contract(open(), open(), open());
 }
 
+/// A node whose start-up fails on the actor system's thread drops its
+/// connected lease there: closing the connection must not panic inside
+/// that runtime.
+#[test]
+fn a_connected_postgres_lease_can_be_dropped_inside_a_runtime() {
+    let Some(pg) = common::postgres::start() else {
+        return;
+    };
+    let mut lease = PostgresLease::new(&pg.url(), TTL).expect("URL parses");
+    lease.leader().expect("connected");
+    actix_rt::System::new().block_on(async move { drop(lease) });
+}
+
 #[test]
 fn the_postgres_lease_names_the_database_without_the_password() {
     let port = common::free_port().port();

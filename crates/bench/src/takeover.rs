@@ -74,12 +74,10 @@ pub fn run(opts: &TakeoverOptions, log: Logger) -> Result<TakeoverReport, BenchE
     }
     let pg = BenchPostgres::prepare(opts.postgres_url.as_deref())?;
     let logs = super::cluster::TempDir::create()?;
-    let ports = [Ports::free()?, Ports::free()?];
     // One after the other, so that `bench-a` is the first leader.
-    let mut a = Node::start(opts, &pg, &logs.0, "bench-a", ports[0])?;
-    a.wait(Answer::Serves, super::cluster::LEAD_WITHIN)?;
-    let mut b = Node::start(opts, &pg, &logs.0, "bench-b", ports[1])?;
-    b.wait(Answer::NotLeader, super::cluster::LEAD_WITHIN)?;
+    let a = Node::start_on_free_ports(opts, &pg, &logs.0, "bench-a", Answer::Serves)?;
+    let b = Node::start_on_free_ports(opts, &pg, &logs.0, "bench-b", Answer::NotLeader)?;
+    let ports = [a.ports, b.ports];
     let mut nodes = [a, b];
     let clients = format!("{},{}", ports[0].client, ports[1].client);
     let workers_at = format!("{},{}", ports[0].worker, ports[1].worker);
@@ -211,6 +209,29 @@ impl Node {
                 BenchError::Start(format!("{}: {e}", opts.coordinator_program.display()))
             })?;
         Ok(Node { child, ports, log })
+    }
+
+    /// Starts a node on ports free a moment ago and waits for it to answer
+    /// `answer`. Another process may take such a port before the node
+    /// binds it: a node that exits at once is started again on other
+    /// ports, at most three times.
+    fn start_on_free_ports(
+        opts: &TakeoverOptions,
+        pg: &BenchPostgres,
+        dir: &std::path::Path,
+        name: &str,
+        answer: Answer,
+    ) -> Result<Node, BenchError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut node = Node::start(opts, pg, dir, name, Ports::free()?)?;
+            match node.wait(answer, super::cluster::LEAD_WITHIN) {
+                Ok(()) => return Ok(node),
+                Err(_) if tries < 3 && node.child.try_wait().ok().flatten().is_some() => continue,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// SIGKILL; returns once the process is gone, with the time of the

@@ -46,6 +46,20 @@ pub struct PostgresLease {
     statement_timeout: Duration,
 }
 
+/// Closing a connection blocks on the driver's own runtime, which may not
+/// happen on a thread that drives another (a node's start-up failing on
+/// the actor system's thread drops its lease there): such a connection is
+/// closed on a thread of its own.
+impl Drop for PostgresLease {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::spawn(move || drop(conn)).join();
+            }
+        }
+    }
+}
+
 impl PostgresLease {
     /// Parses `url`; connects (and migrates schema `taskyard`) on first use
     /// and again after a lost connection.
